@@ -1,0 +1,195 @@
+"""API serializers: validation keyed by field; writes go through services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from console.models import (
+    AuditEvent,
+    Cluster,
+    EngineProfile,
+    LinkMode,
+    Node,
+    Operation,
+    OperationKind,
+    OperationStep,
+)
+
+
+class OperationStepSerializer(serializers.ModelSerializer):
+    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = OperationStep
+        fields = [
+            "seq",
+            "name",
+            "node",
+            "state",
+            "started_at",
+            "finished_at",
+            "summary",
+            "log_tail",
+            "diagnosis",
+            "data",
+            "progress_done",
+            "progress_total",
+        ]
+
+
+class OperationSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    steps = OperationStepSerializer(many=True, read_only=True)
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Operation
+        fields = [
+            "id",
+            "cluster",
+            "kind",
+            "state",
+            "requested_by_name",
+            "source",
+            "reason",
+            "force",
+            "params",
+            "result",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "progress",
+            "steps",
+        ]
+
+    def get_progress(self, obj: Operation) -> list[int]:
+        return list(obj.progress())
+
+
+class OperationCreateSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=[k for k in OperationKind.values if k != "scale_out"]
+    )
+    reason = serializers.CharField(
+        max_length=500, required=False, allow_blank=True, default=""
+    )
+    force = serializers.BooleanField(required=False, default=False)
+    warmup_requests = serializers.IntegerField(
+        required=False, min_value=0, max_value=10000
+    )
+    link_modes = serializers.DictField(
+        child=serializers.ChoiceField(choices=LinkMode.choices),
+        required=False,
+        help_text="failover only: {node name: hccs|roce} for the nodes to switch.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        links = attrs.get("link_modes")
+        if attrs["kind"] == "failover" and not links:
+            raise serializers.ValidationError(
+                {
+                    "link_modes": [
+                        "failover needs {node name: hccs|roce} for at least one node."
+                    ]
+                }
+            )
+        if links and attrs["kind"] != "failover":
+            raise serializers.ValidationError(
+                {"link_modes": ["Only failover takes link_modes."]}
+            )
+        cluster = self.context.get("cluster")
+        if links and cluster is not None:
+            members = set(cluster.nodes.values_list("name", flat=True))
+            unknown = sorted(set(links) - members)
+            if unknown:
+                raise serializers.ValidationError(
+                    {
+                        "link_modes": [
+                            f"Not nodes of {cluster.name}: {', '.join(unknown)}."
+                        ]
+                    }
+                )
+        return attrs
+
+
+class EngineProfileSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EngineProfile
+        fields = "__all__"
+        read_only_fields = [f.name for f in EngineProfile._meta.concrete_fields]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Node
+        fields = "__all__"
+        read_only_fields = [f.name for f in Node._meta.concrete_fields]
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    profile = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    nodes = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = Cluster
+        fields = "__all__"
+        read_only_fields = [f.name for f in Cluster._meta.concrete_fields]
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        exclude = ["actor"]
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(
+        read_only=True,
+        help_text="Send as `Authorization: Token <token>`; shown only once.",
+    )
+
+
+# -- admin writes: parsing only; clean() and the launch plan run in the service --
+
+_STATE_FIELDS = ["id", "created_at", "updated_at"]
+
+
+class EngineProfileWriteSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EngineProfile
+        exclude = _STATE_FIELDS
+
+
+class ClusterWriteSerializer(serializers.ModelSerializer):
+    profile = serializers.SlugRelatedField(
+        slug_field="name", queryset=EngineProfile.objects.all()
+    )
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "description", "profile", "maintenance_mode"]
+
+
+class NodeWriteSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Cluster.objects.all(),
+        allow_null=True,
+        required=False,
+    )
+
+    class Meta:
+        model = Node
+        exclude = [
+            *_STATE_FIELDS,
+            "state",
+            "last_seen_at",
+            "link_mode_since",
+            "link_mode_reason",
+        ]
+        validators: list[Any] = []  # full_clean() checks the rank/head constraints

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from console.api import views
+
+router = SimpleRouter()
+router.register("clusters", views.ClusterViewSet, basename="api-cluster")
+router.register("nodes", views.NodeViewSet, basename="api-node")
+router.register("profiles", views.EngineProfileViewSet, basename="api-profile")
+
+urlpatterns = [
+    path("operations/", views.OperationListView.as_view(), name="api-operations"),
+    path(
+        "operations/<int:pk>/cancel/",
+        views.operation_cancel_view,
+        name="api-operation-cancel",
+    ),
+    path("audit/", views.AuditEventListView.as_view(), name="api-audit"),
+    path(
+        "clusters/<slug:name>/telemetry/latest/",
+        views.telemetry_latest,
+        name="api-telemetry-latest",
+    ),
+    path("telemetry/range/", views.telemetry_range, name="api-telemetry-range"),
+    path("tokens/me/", views.token_me, name="api-token-me"),
+    path(
+        "clusters/<slug:name>/operations/",
+        views.cluster_operations,
+        name="api-cluster-operations",
+    ),
+    path("operations/<int:pk>/", views.operation_detail, name="api-operation-detail"),
+    path("", include("monitoring.api")),  # alerts, silences, alert rules
+    path("", include(router.urls)),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path(
+        "docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"
+    ),
+]

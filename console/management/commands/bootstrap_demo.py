@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from console.services.inventory import credentials_path, demo_seed, demo_users_ensure
+
+
+class Command(BaseCommand):
+    help = "What `make run` does before starting the processes: migrate, seed the demo inventory, create the demo users, print the URL and logins."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        demo_seed()
+        passwords = demo_users_ensure()
+        url = f"http://{settings.CONSOLE_HOST}:{settings.CONSOLE_PORT}/"
+        self.stdout.write("")
+        self.stdout.write(self.style.SUCCESS(f"Ascend vLLM Ops Console → {url}"))
+        if passwords:
+            self.stdout.write("Demo logins (shown once; also in {path}):".format(path=credentials_path()))
+            for user, password in passwords.items():
+                self.stdout.write(f"  {user:<9} {password}")
+        else:
+            self.stdout.write(f"Demo logins: admin / operator / viewer — passwords in {credentials_path()}")
+        mode = "embedded Redis on 127.0.0.1:{port}".format(port=settings.EMBEDDED_REDIS_PORT) if settings.EMBEDDED_REDIS else settings.REDIS_URL
+        self.stdout.write(f"Database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]} · Broker: {mode}")
+        self.stdout.write("Press Ctrl-C to stop every process.\n")

@@ -1,0 +1,7 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from console.playground import views
+
+urlpatterns = [path("", views.playground, name="playground")]

@@ -1,0 +1,76 @@
+"""Bridge from the inventory (Django models) to engine/'s pure launch plans."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from console.models import Cluster, EngineProfile, Node
+from engine.memory import model_facts_from_config
+from engine.plans import ClusterPlan, NodeSpec, ProfileSpec, build_plan
+
+
+def profile_spec(profile: EngineProfile) -> ProfileSpec:
+    """The engine's view of a profile; model facts from config.json win when the path has one."""
+    facts = {
+        "total_params_b": profile.total_params_b,
+        "active_params_b": profile.active_params_b,
+        "num_layers": profile.num_layers,
+        "num_experts": profile.num_experts,
+        "hidden_size": profile.hidden_size,
+        "num_kv_heads": profile.num_kv_heads,
+        "head_dim": profile.head_dim,
+    }
+    from_config = model_facts_from_config(profile.model_path) or {}
+    facts.update({k: v for k, v in from_config.items() if k in facts})
+    return ProfileSpec(
+        name=profile.name,
+        model_path=profile.model_path,
+        served_model_name=profile.served_model_name,
+        vllm_version=profile.vllm_version,
+        mode=profile.mode,
+        dp=profile.data_parallel_size,
+        tp=profile.tensor_parallel_size,
+        pp=profile.pipeline_parallel_size,
+        expert_parallel=profile.expert_parallel,
+        dtype=profile.dtype,
+        quantization=profile.quantization or None,
+        max_model_len=profile.max_model_len,
+        max_num_seqs=profile.max_num_seqs,
+        max_num_batched_tokens=profile.max_num_batched_tokens,
+        gpu_memory_utilization=profile.gpu_memory_utilization,
+        enable_prefix_caching=profile.enable_prefix_caching,
+        api_server_count=profile.api_server_count,
+        extra_flags=list(profile.extra_flags or []),
+        extra_env=dict(profile.extra_env or {}),
+        hccl_buffsize_mb=profile.hccl_buffsize_mb,
+        kv_layers=profile.kv_layers,
+        **facts,  # type: ignore[arg-type]
+    )
+
+
+def node_spec(node: Node, *, rank: int | None = None, link_mode: str | None = None) -> NodeSpec:
+    """The engine's view of a node; ``rank``/``link_mode`` override the inventory (node replacement, failover)."""
+    effective_rank = node.rank if rank is None else rank
+    return NodeSpec(
+        name=node.name,
+        rank=int(effective_rank if effective_rank is not None else -1),
+        role="head" if effective_rank == 0 else "worker",
+        host_ip=node.management_ip,
+        nic_name=node.nic_name,
+        npu_count=node.npu_count,
+        hbm_gb=float(node.hbm_per_npu_gb),
+        npu_ips=list(node.npu_ips or []),
+        api_port=node.api_port,
+        rpc_port=node.rpc_port,
+        link_mode=link_mode or node.link_mode,
+        driver=node.driver,
+    )
+
+
+def cluster_plan(cluster: Cluster, *, nodes: Iterable[NodeSpec] | None = None, profile: EngineProfile | None = None) -> ClusterPlan:
+    """Build the plan for a cluster (its members in rank order unless ``nodes`` is given).
+
+    Raises engine.plans.PlanError with field-keyed messages when it cannot work.
+    """
+    specs = list(nodes) if nodes is not None else [node_spec(n) for n in cluster.ranked_nodes()]
+    return build_plan(cluster.name, specs, profile_spec(profile or cluster.profile))

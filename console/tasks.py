@@ -1,0 +1,33 @@
+"""Control-side Celery tasks: thin adapters over services (STYLE §2)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from console.celery import app
+from console.services.operations import operation_reap_interrupted
+from console.services.runbooks import run_operation
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name="operations.run", time_limit=settings.OPERATION_TIME_LIMIT_S, soft_time_limit=settings.OPERATION_TIME_LIMIT_S - 30, acks_late=False)
+def operation_run_task(operation_id: int) -> str:
+    """Run one operation's runbook on the control worker."""
+    state = run_operation(operation_id)
+    if state != "not-claimed":
+        from monitoring.remediation import operation_finished
+
+        try:
+            operation_finished(operation_id)  # an incident's operation moves the incident on
+        except Exception:
+            log.exception("remediation after operation %s failed", operation_id)
+    return state
+
+
+@app.task(name="operations.reap")
+def operation_reap_task() -> list[int]:
+    """Mark operations whose control worker died as interrupted (beat, every 15 s)."""
+    return operation_reap_interrupted()

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.i18n import JavaScriptCatalog
+
+from console.views import dashboard, operations
+
+urlpatterns = [
+    path("", dashboard.overview, name="overview"),
+    path("healthz", dashboard.healthz, name="healthz"),
+    path("clusters/<slug:name>/", operations.cluster_detail, name="cluster-detail"),
+    path("clusters/<slug:name>/operations/", operations.operation_create, name="operation-create"),
+    path("operations/", operations.operation_list, name="operation-list"),
+    path("operations/<int:pk>/", operations.operation_detail, name="operation-detail"),
+    path("operations/<int:pk>/cancel/", operations.operation_cancel_view, name="operation-cancel"),
+    path("accounts/login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
+    path("admin/", admin.site.urls),
+    path("api/", include("console.api.urls")),
+    path("v1/", include("console.gateway.urls")),
+    path("apikeys/", include("console.gateway.page_urls")),
+    path("playground/", include("console.playground.urls")),
+    path("", include("monitoring.urls")),
+]

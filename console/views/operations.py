@@ -1,0 +1,89 @@
+"""Cluster page (operate), operation page (live steps), operation history."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from console.models import Cluster, Operation, OperationKind, OperationState
+from console.permissions import has_role, role_required
+from console.services.audit import client_ip
+from console.services.operations import OperationConflict, OperationRefused, operation_cancel, operation_start
+
+# Kinds an operator starts by hand from the cluster page.
+MANUAL_KINDS = (OperationKind.PREFLIGHT, OperationKind.START, OperationKind.STOP, OperationKind.RESTART)
+
+
+@role_required("viewer")
+def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster.objects.select_related("profile"), name=name)
+    active = cluster.operations.filter(finished_at__isnull=True).first()
+    return render(request, "console/cluster.html", {
+        "cluster": cluster,
+        "nodes": cluster.ranked_nodes(),
+        "active": active,
+        "recent": cluster.operations.all()[:10],
+        "kinds": MANUAL_KINDS,
+    })
+
+
+@require_POST
+@role_required("operator")
+def operation_create(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, name=name)
+    kind = request.POST.get("kind", "")
+    if kind not in MANUAL_KINDS:
+        messages.error(request, _("Unknown operation {kind!r}; use preflight, start, stop or restart.").format(kind=kind))
+        return redirect("cluster-detail", name=name)
+    force = request.POST.get("force") == "1"
+    try:
+        op = operation_start(cluster=cluster, kind=kind, user=request.user, reason=request.POST.get("reason", "").strip(),
+                             source="ui", force=force, request=request, source_ip=client_ip(request))
+    except (OperationConflict, OperationRefused) as exc:
+        messages.error(request, str(exc))
+        return redirect("cluster-detail", name=name)
+    return HttpResponseRedirect(reverse("operation-detail", args=[op.pk]))
+
+
+@role_required("viewer")
+def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    op = get_object_or_404(Operation.objects.select_related("cluster", "cluster__profile"), pk=pk)
+    steps = list(op.steps.select_related("node"))
+    done, total = op.progress()
+    preflight = (op.result or {}).get("preflight")
+    return render(request, "console/operation.html", {
+        "op": op, "steps": steps, "done": done, "total": total, "preflight": preflight,
+        "can_cancel": op.is_active and has_role(request.user, "operator"),
+    })
+
+
+@require_POST
+@role_required("operator")
+def operation_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    op = get_object_or_404(Operation, pk=pk)
+    if op.is_active:
+        operation_cancel(operation=op, user=request.user, request=request)
+        messages.info(request, _("Cancellation requested; the operation rolls back after its current step."))
+    return redirect("operation-detail", pk=pk)
+
+
+@role_required("viewer")
+def operation_list(request: HttpRequest) -> HttpResponse:
+    ops = Operation.objects.select_related("cluster").order_by("-created_at")
+    filters = {k: request.GET.get(k, "") for k in ("cluster", "kind", "state")}
+    if filters["cluster"]:
+        ops = ops.filter(cluster__name=filters["cluster"])
+    if filters["kind"]:
+        ops = ops.filter(kind=filters["kind"])
+    if filters["state"]:
+        ops = ops.filter(state=filters["state"])
+    page = Paginator(ops, 50).get_page(request.GET.get("page"))
+    return render(request, "console/operations.html", {
+        "page": page, "filters": filters, "clusters": Cluster.objects.values_list("name", flat=True),
+        "kinds": OperationKind.choices, "states": OperationState.choices,
+    })

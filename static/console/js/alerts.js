@@ -1,0 +1,97 @@
+// Alerts: the critical-alerts banner on every page and the live rows of /alerts/, from /ws/alerts/ (push, no polling).
+(function () {
+  "use strict";
+  var banner = document.getElementById("alerts-banner");
+  var active = document.getElementById("alerts-active");
+  var resolved = document.getElementById("alerts-resolved");
+  var STATES = { pending: gettext("Pending"), firing: gettext("Firing"), acknowledged: gettext("Acknowledged"), resolved: gettext("Resolved") };
+  var SEVERITIES = { info: gettext("Info"), warning: gettext("Warning"), critical: gettext("Critical") };
+  var CONN = { connecting: gettext("Connecting…"), live: gettext("Live"), reconnecting: gettext("Reconnecting…"), forbidden: gettext("No access") };
+
+  function fmtTime(iso) {
+    if (!iso) { return "—"; }
+    var d = new Date(iso);
+    function p(n) { return (n < 10 ? "0" : "") + n; }
+    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+  }
+
+  function setBanner(count) {
+    if (!banner || typeof count !== "number") { return; }
+    banner.setAttribute("data-count", String(count));
+    document.getElementById("alerts-banner-count").textContent = String(count);
+    banner.classList.toggle("hidden", count === 0);
+  }
+
+  function cell(text) { var td = document.createElement("td"); td.textContent = text; return td; }
+
+  function csrfToken() {
+    var input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function buildRow(a) {
+    var tr = document.createElement("tr");
+    tr.id = "alert-" + a.id;
+    var sev = document.createElement("td"), sevBadge = document.createElement("span");
+    sevBadge.className = "badge badge-" + a.severity; sevBadge.setAttribute("data-field", "severity");
+    sev.appendChild(sevBadge); tr.appendChild(sev);
+    var st = document.createElement("td"), stBadge = document.createElement("span");
+    stBadge.setAttribute("data-field", "state"); st.appendChild(stBadge); tr.appendChild(st);
+    var rule = document.createElement("td"), link = document.createElement("a");
+    link.href = "/alerts/" + a.id + "/"; link.textContent = a.rule; rule.appendChild(link); tr.appendChild(rule);
+    tr.appendChild(cell(a.target));
+    var v = cell(""); v.setAttribute("data-field", "value"); tr.appendChild(v);
+    tr.appendChild(cell(fmtTime(a.fault_onset_at)));
+    var f = cell(""); f.setAttribute("data-field", "fired_at"); tr.appendChild(f);
+    var ack = cell(""); ack.setAttribute("data-field", "acknowledged_by"); tr.appendChild(ack);
+    var actions = document.createElement("td"); actions.className = "actions"; tr.appendChild(actions);
+    return tr;
+  }
+
+  function fillRow(tr, a) {
+    tr.setAttribute("data-state", a.state);
+    var sev = tr.querySelector("[data-field=severity]");
+    sev.textContent = SEVERITIES[a.severity] || a.severity;
+    var st = tr.querySelector("[data-field=state]");
+    st.textContent = STATES[a.state] || a.state; st.className = "badge state-" + a.state;
+    tr.querySelector("[data-field=value]").textContent = a.value === null ? "" : a.value.toFixed(2);
+    tr.querySelector("[data-field=fired_at]").textContent = fmtTime(a.fired_at);
+    tr.querySelector("[data-field=acknowledged_by]").textContent = a.acknowledged_by || "";
+    var actions = tr.querySelector(".actions");
+    if (a.state !== "firing" || a.silenced) {
+      var ackBtn = actions.querySelector("[data-action=ack]");
+      if (ackBtn && a.state !== "firing") { ackBtn.closest("form").remove(); }
+    } else if (active.getAttribute("data-can-ack") === "1" && !actions.querySelector("[data-action=ack]")) {
+      var form = document.createElement("form");
+      form.method = "post"; form.action = "/alerts/" + a.id + "/ack"; form.className = "inline";
+      var token = document.createElement("input");
+      token.type = "hidden"; token.name = "csrfmiddlewaretoken"; token.value = csrfToken();
+      var btn = document.createElement("button");
+      btn.type = "submit"; btn.setAttribute("data-action", "ack"); btn.textContent = gettext("Acknowledge");
+      form.appendChild(token); form.appendChild(btn); actions.insertBefore(form, actions.firstChild);
+    }
+    if (a.state === "resolved") { actions.textContent = ""; }
+  }
+
+  function updateRow(a) {
+    if (!active) { return; }
+    var tr = document.getElementById("alert-" + a.id);
+    if (!tr) { tr = buildRow(a); }
+    fillRow(tr, a);
+    var body = (a.state === "resolved" ? resolved : active).querySelector("tbody");
+    if (tr.parentNode !== body) { body.insertBefore(tr, body.firstChild); }
+    document.getElementById("alerts-none").classList.toggle("hidden", active.querySelector("tbody tr") !== null);
+  }
+
+  if (!banner || !window.consoleSocket) { return; }
+  window.consoleSocket("/ws/alerts/", function (msg) {
+    if (msg.type !== "alert.update") { return; }
+    setBanner(msg.firing_critical);
+    updateRow(msg.alert);
+  }, function (state) {
+    var conn = document.getElementById("conn-state");
+    if (!conn || !active) { return; }
+    conn.textContent = CONN[state] || state;
+    conn.className = "conn-state" + (state === "live" ? " live" : "");
+  });
+})();
