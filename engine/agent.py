@@ -1,0 +1,406 @@
+"""The node agent: a Celery worker on queue ``node.<name>`` with allowlisted tasks only.
+
+Start it on an Ascend server with::
+
+    NODE_NAME=ascend-01 ENGINE_DRIVER=systemd CELERY_BROKER_URL=redis://console:6379/0 \\
+        celery -A engine.agent worker -Q node.ascend-01
+
+It imports no Django and holds no database credentials. Every task maps to argv
+built locally: ``engine.start`` accepts only a ``vllm serve`` command line whose
+flags pass the target version's flag check and whose environment names are on an
+allowlist; nothing received over the wire runs as a command string.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# kombu.utils.json imports django.utils when Django happens to be installed (pip
+# install .[node] brings the console's dependencies along). The agent must never
+# load Django: hide it while kombu's JSON module loads, then take the block away.
+_blocked = "django" not in sys.modules
+if _blocked:
+    sys.modules["django"] = None  # type: ignore[assignment]
+import kombu.utils.json  # noqa: E402,F401
+import psutil  # noqa: E402
+from celery import Celery  # noqa: E402
+from celery.exceptions import Ignore  # noqa: E402
+from celery.signals import worker_shutdown  # noqa: E402
+
+if _blocked:
+    del sys.modules["django"]
+
+from engine.diagnose import diagnose  # noqa: E402
+from engine.drivers import get_driver  # noqa: E402
+from engine.drivers.base import DriverError, EngineSpec, EngineStatus  # noqa: E402
+from engine.flags import check_argv  # noqa: E402
+
+AGENT_VERSION = "0.2.0"
+SIM_BIN = Path(__file__).resolve().parent / "sim" / "bin"
+# Environment names a plan may set for vllm serve. Anything else (LD_PRELOAD, PATH,
+# PYTHONPATH, …) could turn a plan into code execution, so it is refused.
+ALLOWED_ENV_PREFIXES = (
+    "HCCL_", "GLOO_", "TP_SOCKET_", "OMP_", "TASK_QUEUE_ENABLE", "PYTORCH_NPU_", "ASCEND_", "VLLM_",
+    "HF_", "TRANSFORMERS_", "TOKENIZERS_", "CPU_AFFINITY", "ACL_", "MS_", "INF_NAN_MODE",
+)
+# The head logs one line per remote engine that completes the handshake.
+JOINED_RE = re.compile(r"Engine rank (\d+) joined")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The agent's settings, from the environment (Django settings do not exist on a node)."""
+
+    node_name: str
+    broker_url: str
+    result_backend: str
+    driver: str
+    workdir: Path
+    vllm_version: str
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> AgentConfig:
+        env = dict(os.environ if environ is None else environ)
+        node = env.get("NODE_NAME") or env.get("CONSOLE_NODE_NAME") or socket.gethostname()
+        broker = env.get("CELERY_BROKER_URL") or env.get("REDIS_URL") or "redis://127.0.0.1:16379/0"
+        backend = env.get("CELERY_RESULT_BACKEND") or env.get("REDIS_URL") or broker
+        if backend.startswith("amqp"):
+            backend = "rpc://"
+        driver = env.get("ENGINE_DRIVER", "systemd")
+        if driver == "sim":
+            base = Path(env.get("SIM_STATE_DIR") or "var/sim")
+            workdir = Path(env.get("AGENT_WORKDIR") or base / node / "agent")
+        else:
+            workdir = Path(env.get("AGENT_WORKDIR") or f"/var/lib/ascend-agent/{node}")
+        version = env.get("SIM_VLLM_VERSION") or env.get("AGENT_VLLM_VERSION") or _installed_vllm() or "0.23.0"
+        return cls(node_name=node, broker_url=broker, result_backend=backend, driver=driver, workdir=workdir.resolve(), vllm_version=version)
+
+
+def _installed_vllm() -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+config = AgentConfig.from_env()
+
+# fixups=[]: never load Celery's Django fix-up, even if DJANGO_SETTINGS_MODULE leaks into the env.
+# set_as_current=False: a control-side process that imports this module (tests, tools) must keep
+# the console's app as Celery's current app, or its shared tasks would publish to node.<host>.
+app = Celery("engine.agent", broker=config.broker_url, backend=config.result_backend, fixups=[], set_as_current=False)
+app.conf.update(
+    accept_content=["json"],  # never unpickle what comes over the wire
+    task_serializer="json",
+    result_serializer="json",
+    task_default_queue=f"node.{config.node_name}",
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+    worker_prefetch_multiplier=1,
+    result_expires=3600,
+    task_time_limit=900,
+)
+
+
+def _prepare_sim() -> None:
+    """On a sim node: the fake npu-smi/hccn_tool first on PATH, the node's state dir ready."""
+    from engine.sim.state import load_config, node_dir, save_config
+
+    os.environ["SIM_NODE"] = config.node_name
+    os.environ.setdefault("SIM_STATE_DIR", str(config.workdir.parent.parent))
+    os.environ["SIM_PYTHON"] = sys.executable
+    os.environ["PATH"] = f"{SIM_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    d = node_dir(config.node_name)
+    cfg = load_config(d)
+    ips = [ip for ip in os.environ.get("SIM_NPU_IPS", "").split(",") if ip]
+    if ips:
+        cfg.npu_ips = ips
+        cfg.npu_count = len(ips)
+    save_config(d, cfg)
+    conf = d / "hccn.conf"
+    if cfg.npu_ips and not conf.exists():
+        lines = [f"address_{i}={ip}\nnetmask_{i}=255.255.255.0\nnetdetect_{i}={ip.rsplit('.', 1)[0]}.254\n" for i, ip in enumerate(cfg.npu_ips)]
+        conf.write_text("".join(lines))
+
+
+if config.driver == "sim":
+    _prepare_sim()
+
+# Every task this agent runs. Celery executes only registered tasks; this set is
+# the reviewable allowlist, and a test checks the registry equals it.
+ALLOWED_TASKS = frozenset({
+    "node.heartbeat", "node.echo", "node.collect", "node.preflight",
+    "engine.start", "engine.stop", "engine.status", "engine.logs",
+    "sim.inject", "sim.clear", "sim.state",
+})
+
+
+def agent_task(name: str) -> Callable[[Callable[..., Any]], Any]:
+    """Register an allowlisted task. On a sim node with the ``agent-stop`` fault the task
+    answers nothing (no result is stored), so the control side sees a dead agent."""
+
+    def decorator(func: Callable[..., Any]) -> Any:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if config.driver == "sim" and name not in {"sim.clear", "sim.state"}:
+                from engine.sim.state import load_faults, node_dir
+
+                if load_faults(node_dir(config.node_name)).agent_stop:
+                    raise Ignore()
+            return func(*args, **kwargs)
+
+        return app.task(name=name, shared=False)(wrapper)
+
+    return decorator
+
+
+def _check_node(node: str) -> None:
+    if node != config.node_name:
+        raise ValueError(f"task for node {node!r} reached the agent of {config.node_name!r}; check the queue routing")
+
+
+def _spec(rank: int = 0, role: str = "head", argv: list[str] | None = None, env: dict[str, str] | None = None) -> EngineSpec:
+    config.workdir.mkdir(parents=True, exist_ok=True)
+    return EngineSpec(node=config.node_name, rank=rank, role=role, argv=argv or [], env=env or {}, workdir=str(config.workdir))
+
+
+def validate_plan(plan: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """Refuse anything but a ``vllm serve`` argv with known flags and allowlisted env names."""
+    argv = [str(a) for a in plan.get("argv") or []]
+    env = {str(k): str(v) for k, v in dict(plan.get("env") or {}).items()}
+    if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
+        raise ValueError(f"plan argv must be 'vllm serve MODEL [flags]', got {argv[:3]!r}")
+    problems = check_argv(argv[2:], config.vllm_version)
+    if problems:
+        raise ValueError(f"plan flags rejected for vLLM {config.vllm_version}: " + "; ".join(p.message for p in problems))
+    bad = sorted(k for k in env if not k.startswith(ALLOWED_ENV_PREFIXES))
+    if bad:
+        raise ValueError(f"plan environment names not allowed on the agent: {', '.join(bad)}")
+    return argv, env
+
+
+def _argv_value(argv: list[str], flag: str) -> str | None:
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if token.startswith(flag + "="):
+            return token.split("=", 1)[1]
+    return None
+
+
+def _probe_health(argv: list[str]) -> int | None:
+    """GET /health on this node's API server (head only); None when it does not answer."""
+    if "--headless" in argv:
+        return None
+    host = _argv_value(argv, "--host") or "127.0.0.1"
+    port = _argv_value(argv, "--port") or "8000"
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as resp:  # noqa: S310 (loopback/LAN engine)
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def _status_dict(status: EngineStatus, argv: list[str]) -> dict[str, Any]:
+    data = status.to_dict()
+    data["node"] = config.node_name
+    data["driver"] = config.driver
+    data["health"] = _probe_health(argv) if status.state == "running" and argv else None
+    lines = get_driver(config.driver).logs(_spec(argv=argv), lines=2000) if argv else []
+    joined = {int(m.group(1)) for line in lines if (m := JOINED_RE.search(line))}
+    data["ranks_joined"] = len(joined) + 1 if "--headless" not in argv else None
+    if status.state == "exited":
+        data["diagnoses"] = [d.to_dict() for d in diagnose(status.log_tail)]
+    data["agent_time"] = time.time()
+    return data
+
+
+def _saved_argv() -> list[str]:
+    import json
+
+    path = config.workdir / "plan.json"
+    try:
+        return [str(a) for a in json.loads(path.read_text()).get("argv", [])]
+    except (OSError, ValueError):
+        return []
+
+
+@worker_shutdown.connect
+def _stop_sim_engine_on_exit(**_: Any) -> None:
+    """A sim node's engine lives and dies with its agent (make run's Ctrl-C leaves no orphan).
+
+    Real nodes keep serving through an agent restart: systemd owns their engine.
+    """
+    if config.driver == "sim" or os.environ.get("AGENT_STOP_ENGINE_ON_EXIT") == "1":
+        try:
+            get_driver(config.driver).stop(_spec(argv=_saved_argv()), grace_s=5.0)
+        except DriverError:
+            pass
+
+
+@agent_task("node.heartbeat")
+def heartbeat(node: str) -> dict[str, Any]:
+    """Who and where this agent is; the control side uses it for reachability."""
+    return {
+        "node": config.node_name,
+        "asked_for": node,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "driver": config.driver,
+        "agent_version": AGENT_VERSION,
+        "vllm_version": config.vllm_version,
+        "time": time.time(),
+    }
+
+
+@agent_task("node.echo")
+def echo(node: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Return the payload unchanged (round-trip check of the JSON transport)."""
+    return {"node": config.node_name, "payload": payload}
+
+
+@agent_task("engine.start")
+def engine_start(node: str, plan: dict[str, Any]) -> dict[str, Any]:
+    """Start this node's share of a plan; returns the status with the agent-side start time."""
+    import json
+
+    _check_node(node)
+    argv, env = validate_plan(plan)
+    spec = _spec(rank=int(plan.get("rank", 0)), role=str(plan.get("role", "head")), argv=argv, env=env)
+    started_at = time.time()
+    try:
+        status = get_driver(config.driver).start(spec)
+    except DriverError as exc:
+        tail = str(exc).splitlines()
+        return {"node": config.node_name, "ok": False, "error": str(exc), "permanent": exc.permanent,
+                "diagnoses": [d.to_dict() for d in diagnose(tail)], "started_at": started_at}
+    (config.workdir / "plan.json").write_text(json.dumps({"argv": argv, "env": env, "rank": spec.rank, "role": spec.role}))
+    return {**_status_dict(status, argv), "ok": True, "started_at": started_at}
+
+
+@agent_task("engine.stop")
+def engine_stop(node: str, grace_s: float = 30.0) -> dict[str, Any]:
+    """Stop the engine's whole process tree (idempotent); returns the final status."""
+    _check_node(node)
+    argv = _saved_argv()
+    status = get_driver(config.driver).stop(_spec(argv=argv), grace_s=float(grace_s))
+    return {**_status_dict(status, []), "stopped_at": time.time()}
+
+
+@agent_task("engine.status")
+def engine_status(node: str) -> dict[str, Any]:
+    """Process state, pid, uptime, RSS, /health (head), ranks joined, last log lines, diagnosis."""
+    _check_node(node)
+    argv = _saved_argv()
+    status = get_driver(config.driver).status(_spec(argv=argv))
+    return _status_dict(status, argv)
+
+
+@agent_task("engine.logs")
+def engine_logs(node: str, lines: int = 200) -> dict[str, Any]:
+    """The last ``lines`` lines of the engine log (max 5000) and their diagnosis."""
+    _check_node(node)
+    tail = get_driver(config.driver).logs(_spec(argv=_saved_argv()), lines=max(1, min(int(lines), 5000)))
+    return {"node": config.node_name, "lines": tail, "diagnoses": [d.to_dict() for d in diagnose(tail)]}
+
+
+@agent_task("node.collect")
+def node_collect(node: str, model_path: str | None = None) -> dict[str, Any]:
+    """One telemetry sample: parsed npu-smi and hccn_tool, host CPU/memory/load/disk, engine RSS."""
+    from engine.collect import collect
+
+    _check_node(node)
+    status = get_driver(config.driver).status(_spec(argv=_saved_argv()))
+    sample = collect(node=config.node_name, model_path=model_path, engine_pids=[status.pid] if status.pid else [])
+    sample["engine"] = {"state": status.state, "pid": status.pid, "uptime_s": status.uptime_s}
+    return sample
+
+
+@agent_task("node.preflight")
+def node_preflight(node: str, expected_npus: int, host_ip: str, ports: list[int], model_path: str, ping_targets: list[str]) -> dict[str, Any]:
+    """The node-side preflight checks (engine.preflight), each pass/warn/fail with evidence and a fix."""
+    from engine.preflight import run_preflight
+
+    _check_node(node)
+    result = run_preflight(expected_npus=int(expected_npus), host_ip=str(host_ip), ports=[int(p) for p in ports],
+                           model_path=str(model_path), ping_targets=[str(t) for t in ping_targets])
+    return {"node": config.node_name, "driver": config.driver, **result}
+
+
+def _require_sim() -> Path:
+    if config.driver != "sim":
+        raise PermissionError(f"fault injection is refused: {config.node_name} runs the {config.driver} driver, not the simulator")
+    from engine.sim.state import node_dir
+
+    return node_dir(config.node_name)
+
+
+@agent_task("sim.inject")
+def sim_inject(node: str, fault: str, value: str | None = None) -> dict[str, Any]:
+    """Inject a simulated fault (refused unless this node runs the sim driver).
+
+    ``crash once|always`` also kills a running engine now, like a real crash would.
+    """
+    from engine.sim.state import inject_fault
+
+    _check_node(node)
+    d = _require_sim()
+    faults = inject_fault(d, fault, value)
+    killed = False
+    if fault == "crash":
+        driver = get_driver(config.driver)
+        spec = _spec(argv=_saved_argv())
+        status = driver.status(spec)
+        if status.state == "running" and status.pid:
+            # SIGKILL the tree without the driver's stop bookkeeping: the engine "ended on
+            # its own" (status exited), exactly what the console sees after a real crash.
+            try:
+                root = psutil.Process(status.pid)
+                tree = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                tree = []
+            for proc in tree:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+            psutil.wait_procs(tree, timeout=5)
+            killed = bool(tree)
+    return {"node": config.node_name, "faults": faults.to_dict(), "active": faults.active(), "killed_engine": killed}
+
+
+@agent_task("sim.clear")
+def sim_clear(node: str) -> dict[str, Any]:
+    """Clear every simulated fault on this node."""
+    from engine.sim.state import clear_faults, load_faults
+
+    _check_node(node)
+    d = _require_sim()
+    clear_faults(d)
+    return {"node": config.node_name, "faults": load_faults(d).to_dict()}
+
+
+@agent_task("sim.state")
+def sim_state(node: str) -> dict[str, Any]:
+    """The simulated node's config, faults and engine activity."""
+    from engine.sim.state import load_config, load_faults, read_engine
+
+    _check_node(node)
+    d = _require_sim()
+    faults = load_faults(d)
+    return {"node": config.node_name, "config": load_config(d).to_dict(), "faults": faults.to_dict(),
+            "active": faults.active(), "engine": read_engine(d)}

@@ -1,0 +1,47 @@
+"""Engine drivers behind a registry of dotted paths.
+
+get_driver("process").start(spec)
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus
+
+DRIVERS: dict[str, str] = {
+    "systemd": "engine.drivers.systemd.SystemdDriver",  # real nodes: one unit per node
+    # real nodes without systemd access
+    "process": "engine.drivers.process.ProcessDriver",
+    # simulated nodes: same code path, sim binaries
+    "sim": "engine.drivers.sim.SimDriver",
+}
+
+__all__ = [
+    "DRIVERS",
+    "Driver",
+    "DriverError",
+    "EngineSpec",
+    "EngineStatus",
+    "get_driver",
+]
+
+
+def get_driver(name: str) -> Driver:
+    """Return a new driver instance for ``name``.
+
+    Raises ValueError naming the known drivers when ``name`` is not one of them.
+    """
+    try:
+        dotted = DRIVERS[name]
+    except KeyError:
+        known = ", ".join(sorted(DRIVERS))
+        raise ValueError(
+            f"unknown engine driver {name!r}; use one of: {known}"
+        ) from None
+    module_name, _, class_name = dotted.rpartition(".")
+    cls = getattr(import_module(module_name), class_name)
+    driver = cls()
+    if not isinstance(driver, Driver):
+        raise TypeError(f"{dotted} is not an engine.drivers.base.Driver")
+    return driver

@@ -1,0 +1,241 @@
+"""Node-side preflight checks (vllm-ascend "verify multi-node communication" and more).
+
+Each check returns pass / warn / fail with the evidence and a fix hint. The control
+side runs this on every node in parallel and compares versions across nodes.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import importlib.metadata
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.parsers import ParseError
+from engine.parsers.hccn_tool import parse_gateway, parse_ip, parse_link, parse_lldp, parse_net_health, parse_netdetect, parse_ping
+from engine.parsers.npu_smi import NpuSmiInfo, parse_info
+from engine.parsers.npu_smi_kv import parse_board
+from engine.tools import ToolError, run_tool
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+HCCN_CONF = "/etc/hccn.conf"
+CANN_VERSION_FILES = (
+    "/usr/local/Ascend/ascend-toolkit/latest/version.cfg",
+    "/usr/local/Ascend/cann/latest/version.cfg",
+)
+# HBM already in use on an idle chip above this share means another process holds the NPU.
+HBM_BUSY_PCT = 15.0
+
+
+@dataclass
+class Check:
+    """One preflight finding."""
+
+    name: str
+    status: str
+    evidence: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _sim() -> bool:
+    return os.environ.get("ENGINE_DRIVER") == "sim"
+
+
+def _tool(argv: list[str]) -> tuple[str | None, str]:
+    """Run a tool; return (stdout, problem)."""
+    try:
+        result = run_tool(argv, timeout=15)
+    except ToolError as exc:
+        return None, str(exc)
+    if not result.ok:
+        return None, f"exit {result.returncode}: {(result.stderr or result.stdout).strip()[:200]}"
+    return result.stdout, ""
+
+
+def check_npus(expected: int) -> tuple[list[Check], NpuSmiInfo | None]:
+    out, problem = _tool(["npu-smi", "info"])
+    if out is None:
+        return [Check("npu-smi", FAIL, problem, "Install/repair the Ascend driver so `npu-smi info` works.")], None
+    try:
+        info = parse_info(out)
+    except ParseError as exc:
+        return [Check("npu-smi", FAIL, str(exc), "Paste the output into `python -m engine.parsers npu-smi-info -` and report it.")], None
+    checks = []
+    bad = [f"NPU {c.npu} chip {c.chip}: {c.health}" for c in info.chips if c.health != "OK"]
+    warn_only = all(c.health == "Warning" for c in info.chips if c.health != "OK")
+    if not bad:
+        checks.append(Check("npu health", PASS, f"{len(info.chips)} chips OK"))
+    else:
+        checks.append(Check("npu health", WARN if warn_only else FAIL, "; ".join(bad),
+                            "Check `npu-smi info -t health -i N` for the error code; replace or reset the NPU."))
+    npus = len({c.npu for c in info.chips})
+    if npus == expected:
+        checks.append(Check("npu count", PASS, f"{npus} NPUs"))
+    else:
+        checks.append(Check("npu count", FAIL, f"{npus} NPUs found, inventory says {expected}",
+                            "Fix the node's NPU count in the inventory or find the missing NPU (npu-smi info -l)."))
+    busy = [f"NPU {c.npu}: {c.hbm_used_mb}/{c.hbm_total_mb} MB" for c in info.chips
+            if c.hbm_used_mb is not None and c.hbm_total_mb and 100.0 * c.hbm_used_mb / c.hbm_total_mb > HBM_BUSY_PCT]
+    if busy:
+        pids = sorted({p.pid for p in info.processes})
+        checks.append(Check("hbm free", FAIL, "HBM in use: " + "; ".join(busy) + (f" (pids {pids})" if pids else ""),
+                            "Stop the process holding the NPUs (an old vLLM?) before starting."))
+    else:
+        checks.append(Check("hbm free", PASS, "HBM free on every NPU"))
+    return checks, info
+
+
+def versions() -> dict[str, str | None]:
+    """Driver, firmware, CANN and the Python packages this agent can import."""
+    if _sim():
+        from engine.sim.state import load_config, node_dir
+
+        return {k: v for k, v in load_config(node_dir()).versions.items()}
+    found: dict[str, str | None] = {"driver": None, "firmware": None, "cann": None}
+    out, _ = _tool(["npu-smi", "info", "-t", "board", "-i", "0"])
+    if out:
+        try:
+            board = parse_board(out)
+            found["driver"], found["firmware"] = board.software_version, board.firmware_version
+        except ParseError:
+            pass
+    for path in CANN_VERSION_FILES:
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith("version="):
+                    found["cann"] = line.split("=", 1)[1].strip()
+        except OSError:
+            continue
+    for dist, key in (("vllm", "vllm"), ("vllm-ascend", "vllm_ascend"), ("torch-npu", "torch_npu")):
+        try:
+            found[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[key] = None
+    return found
+
+
+def check_nics(npus: int, ping_targets: list[str]) -> tuple[list[Check], list[str | None]]:
+    """hccn_tool link / net_health / lldp / netdetect / gateway per NPU NIC, IPs, and pings."""
+    checks: list[Check] = []
+    ips: list[str | None] = []
+    failures: dict[str, list[str]] = {"link": [], "net_health": [], "lldp": [], "netdetect": [], "gateway": []}
+    for i in range(npus):
+        for key, cmd, parser, good in (
+            ("link", "-link", parse_link, "UP"),
+            ("net_health", "-net_health", parse_net_health, "Success"),
+            ("lldp", "-lldp", parse_lldp, None),
+            ("netdetect", "-netdetect", parse_netdetect, None),
+            ("gateway", "-gateway", parse_gateway, None),
+        ):
+            out, problem = _tool(["hccn_tool", "-i", str(i), cmd, "-g"])
+            if out is None:
+                failures[key].append(f"NPU {i}: {problem}")
+                continue
+            try:
+                value: Any = parser(out)
+            except ParseError as exc:
+                failures[key].append(f"NPU {i}: {exc}")
+                continue
+            if good is not None and str(value).lower() != good.lower():
+                failures[key].append(f"NPU {i}: {value}")
+        out, problem = _tool(["hccn_tool", "-i", str(i), "-ip", "-g"])
+        try:
+            ips.append(parse_ip(out).ipaddr if out else None)
+        except ParseError:
+            ips.append(None)
+    fixes = {
+        "link": "Check the optical module and cable of that NPU port; `hccn_tool -i N -link_stat -g` shows flaps.",
+        "net_health": "Run `hccn_tool -i N -net_health -g`; check the detect IP (-netdetect) and the switch port.",
+        "lldp": "No LLDP neighbour: the NPU port is not cabled to the switch or LLDP is off on it.",
+        "netdetect": "Set a detect IP: `hccn_tool -i N -netdetect -s address <gateway>`.",
+        "gateway": "Set the gateway: `hccn_tool -i N -gateway -s gateway <ip>`.",
+    }
+    for key, problems in failures.items():
+        label = f"hccn {key}"
+        if problems:
+            checks.append(Check(label, FAIL, "; ".join(problems[:8]), fixes[key]))
+        else:
+            checks.append(Check(label, PASS, f"all {npus} NPU NICs"))
+    conf = _hccn_conf_path()
+    if conf.exists():
+        checks.append(Check("hccn.conf", PASS, f"{conf} present"))
+    else:
+        checks.append(Check("hccn.conf", FAIL, f"{conf} missing", "Configure the NPU NICs with hccn_tool (-ip -s …); it writes /etc/hccn.conf."))
+    missing_ips = [str(i) for i, ip in enumerate(ips) if not ip]
+    checks.append(Check("npu ips", FAIL if missing_ips else PASS,
+                        f"no IP on NPU {', '.join(missing_ips)}" if missing_ips else ", ".join(ip or "" for ip in ips),
+                        "Set one with `hccn_tool -i N -ip -s address <ip> netmask <mask>`." if missing_ips else ""))
+    lost = []
+    for target in ping_targets:
+        out, problem = _tool(["hccn_tool", "-i", "0", "-ping", "-g", "address", target])
+        if out is None:
+            lost.append(f"{target}: {problem}")
+            continue
+        try:
+            result = parse_ping(out)
+        except ParseError as exc:
+            lost.append(f"{target}: {exc}")
+            continue
+        if result.received == 0:
+            lost.append(f"{target}: {result.sent} sent, 0 received")
+    if ping_targets:
+        checks.append(Check("npu ping", FAIL if lost else PASS,
+                            "; ".join(lost) if lost else f"{len(ping_targets)} peer NPU IPs answer",
+                            "Check the RoCE path to the head node's NPUs (switch, VLAN, -link, -net_health on both ends)." if lost else ""))
+    return checks, ips
+
+
+def _hccn_conf_path() -> Path:
+    if _sim():
+        from engine.sim.state import node_dir
+
+        return node_dir() / "hccn.conf"
+    return Path(HCCN_CONF)
+
+
+def check_model(path: str) -> tuple[Check, int | None]:
+    """The model directory exists; its total size lets the control side compare nodes."""
+    if _sim():
+        # No weights on a sim node: report a stable simulated size for the path.
+        size = int(hashlib.sha256(path.encode()).hexdigest()[:10], 16)
+        return Check("model path", PASS, f"{path} (simulated, {size} bytes)"), size
+    p = Path(path)
+    if not p.exists():
+        return Check("model path", FAIL, f"{path} does not exist", "Copy the model to the same path on every node."), None
+    size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    if not (p / "config.json").exists():
+        return Check("model path", WARN, f"{path}: no config.json ({size} bytes)", "Check that this is a Hugging Face model directory."), size
+    return Check("model path", PASS, f"{path} ({size} bytes)"), size
+
+
+def check_ports(host: str, ports: list[int]) -> Check:
+    busy = []
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # SO_REUSEADDR as the engine's own server sets it: a port in TIME_WAIT after a
+            # stop is free for vLLM; only a live listener makes the bind fail.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError as exc:
+                busy.append(f"{host}:{port} ({'in use' if exc.errno == errno.EADDRINUSE else exc.strerror})")
+    if busy:
+        return Check("ports free", FAIL, ", ".join(busy), "Stop what listens there (ss -ltnp) or change the node's API/RPC port.")
+    return Check("ports free", PASS, ", ".join(f"{host}:{p}" for p in ports))
+
+
+def run_preflight(*, expected_npus: int, host_ip: str, ports: list[int], model_path: str, ping_targets: list[str]) -> dict[str, Any]:
+    """All node-side checks. Returns {"checks": [...], "versions": {...}, "npu_ips": [...], "model_size": int|None}."""
+    checks, info = check_npus(expected_npus)
+    npus = len({c.npu for c in info.chips}) if info else expected_npus
+    nic_checks, ips = check_nics(npus, ping_targets)
+    model_check, size = check_model(model_path)
+    checks += nic_checks + [model_check, check_ports(host_ip, ports)]
+    return {"checks": [c.to_dict() for c in checks], "versions": versions(), "npu_ips": ips, "model_size": size}

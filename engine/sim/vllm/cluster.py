@@ -1,0 +1,241 @@
+"""Multi-node rendezvous, shaped like vLLM's DP handshake (loopback TCP, JSON lines).
+
+The head binds the RPC port (``--data-parallel-rpc-port`` or, with ``--nnodes``,
+``--master-port``) and waits for the remote ranks. A headless rank connects (retrying,
+as a ZMQ DEALER would), says HELLO with its ranks, node, link mode and HCCS loss, gets
+the init reply, loads, says READY and then sends a heartbeat every 0.5 s. The head
+sends each rank its load and, when it stops cleanly, SHUTDOWN; a head that dies just
+closes the socket and the headless rank exits non-zero.
+
+Messages (one JSON object per line), headless → head:
+``{"type": "hello", "ranks": [1], "node": "ascend-02", "link_mode": "hccs",
+"hccs_loss_pct": 0.0}``,
+``{"type": "ready"}``, ``{"type": "hb", "link_mode": ..., "hccs_loss_pct": ...}``;
+head → headless: ``{"type": "init"}``, ``{"type": "reject", "reason": ...}``,
+``{"type": "load", "load": 0.5}``, ``{"type": "shutdown"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.sim.vllm.logs import VllmLog
+
+HEARTBEAT_S = 0.5
+
+
+def _encode(msg: dict[str, Any]) -> bytes:
+    return (json.dumps(msg) + "\n").encode()
+
+
+@dataclass
+class Peer:
+    """One connected headless process."""
+
+    ranks: list[int]
+    node: str
+    link_mode: str
+    loss_pct: float
+    writer: asyncio.StreamWriter
+    loaded: bool = False
+
+
+class HeadRendezvous:
+    """The head's side: accepts the expected remote ranks, watches their sockets."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        expected: list[int],
+        log: VllmLog,
+        on_peer_change: Callable[[Peer | None], None],
+        on_dead: Callable[[str], None],
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.expected = expected
+        self.log = log
+        self.on_peer_change = on_peer_change  # called with a peer on join/heartbeat
+        self.on_dead = on_dead  # called with a reason when a joined rank drops
+        self.peers: list[Peer] = []
+        self.closing = False
+        self._server: asyncio.Server | None = None
+
+    @property
+    def joined_ranks(self) -> list[int]:
+        return sorted(r for p in self.peers for r in p.ranks)
+
+    @property
+    def all_joined(self) -> bool:
+        return set(self.expected) <= set(self.joined_ranks)
+
+    @property
+    def all_loaded(self) -> bool:
+        return self.all_joined and all(p.loaded for p in self.peers)
+
+    async def start(self) -> None:
+        """Bind the handshake socket; raises OSError if the address is taken."""
+        # rank 0 must bind before headless ranks; they give up after 5 min
+        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+
+    async def wait_log(self) -> None:
+        """Log vLLM's "Waiting for … to connect" line until every rank joined."""
+        while not self.all_joined and not self.closing:
+            missing = len(set(self.expected) - set(self.joined_ranks))
+            self.log.info(
+                "utils.py:803",
+                f"Waiting for 0 local, {missing} remote core engine proc(s) to "
+                "connect.",
+            )
+            for _ in range(20):
+                if self.all_joined or self.closing:
+                    return
+                await asyncio.sleep(0.5)
+
+    def send_load(self, load_of: Callable[[int], float]) -> None:
+        """Tell every headless process the mean load of its ranks."""
+        for p in self.peers:
+            load = sum(load_of(r) for r in p.ranks) / max(len(p.ranks), 1)
+            self._send(p.writer, {"type": "load", "load": load})
+
+    async def shutdown(self) -> None:
+        """Clean stop: tell every headless rank to exit 0, then close."""
+        self.closing = True
+        for p in self.peers:
+            self._send(p.writer, {"type": "shutdown"})
+        for p in self.peers:
+            try:
+                await asyncio.wait_for(p.writer.drain(), 1.0)
+            except (TimeoutError, OSError):
+                pass
+            p.writer.close()
+        if self._server is not None:
+            self._server.close()
+
+    @staticmethod
+    def _send(writer: asyncio.StreamWriter, msg: dict[str, Any]) -> None:
+        if not writer.is_closing():
+            writer.write(_encode(msg))
+
+    async def _handle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            hello = json.loads(await asyncio.wait_for(reader.readline(), 10.0) or b"{}")
+        except (TimeoutError, ValueError, OSError):
+            writer.close()
+            return
+        ranks = (
+            [int(r) for r in hello.get("ranks", [])]
+            if hello.get("type") == "hello"
+            else []
+        )
+        taken = set(self.joined_ranks)
+        bad = [r for r in ranks if r not in self.expected or r in taken]
+        if not ranks or bad:
+            reason = (
+                f"rank(s) {bad or ranks} not expected "
+                f"(expected {self.expected}, joined {sorted(taken)})"
+            )
+            self.log.error(
+                "utils.py:846",
+                f"Rejected engine handshake from {hello.get('node', '?')}: {reason}",
+            )
+            self._send(writer, {"type": "reject", "reason": reason})
+            writer.close()
+            return
+        peer = Peer(
+            ranks,
+            str(hello.get("node", "")),
+            str(hello.get("link_mode", "hccs")),
+            float(hello.get("hccs_loss_pct", 0.0)),
+            writer,
+        )
+        self.peers.append(peer)
+        self._send(writer, {"type": "init"})
+        for r in ranks:
+            # the console counts joined ranks with the regex r"Engine rank (\d+) joined"
+            self.log.info(
+                "utils.py:826",
+                f"Engine rank {r} joined from {peer.node or 'remote'} "
+                f"({len(self.joined_ranks)}/{len(self.expected)} remote ranks "
+                "connected).",
+            )
+        self.on_peer_change(peer)
+        while True:
+            try:
+                line = await reader.readline()
+            except OSError:
+                line = b""
+            if not line:
+                break
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("type") == "ready":
+                peer.loaded = True
+                self.log.info(
+                    "core_client.py:720", f"Remote engine rank(s) {ranks} ready."
+                )
+            elif msg.get("type") == "hb":
+                peer.link_mode = str(msg.get("link_mode", peer.link_mode))
+                peer.loss_pct = float(msg.get("hccs_loss_pct", peer.loss_pct))
+            self.on_peer_change(peer)
+        self.peers.remove(peer)
+        if not self.closing:
+            self.on_dead(
+                f"Engine core proc EngineCore_DP{ranks[0]} on "
+                f"{peer.node or 'remote node'} "
+                "died unexpectedly, shutting down client."
+            )
+
+
+class HandshakeTimeout(Exception):
+    """No head answered within the handshake timeout."""
+
+
+async def headless_connect(
+    host: str, port: int, hello: dict[str, Any], timeout_s: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, dict[str, Any]]:
+    """Connect to the head (retrying until ``timeout_s``), say HELLO, await the reply.
+
+    Returns reader, writer and the reply ("init" or "reject"); raises HandshakeTimeout.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise HandshakeTimeout()
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port), remaining
+            )
+        except (TimeoutError, OSError):
+            await asyncio.sleep(min(0.2, max(deadline - loop.time(), 0)))
+            continue
+        writer.write(_encode(hello))
+        try:
+            line = await asyncio.wait_for(
+                reader.readline(), max(deadline - loop.time(), 0.01)
+            )
+        except (TimeoutError, OSError):
+            writer.close()
+            continue
+        if not line:
+            writer.close()
+            await asyncio.sleep(0.2)
+            continue
+        return reader, writer, json.loads(line)
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    """One protocol line."""
+    return _encode(msg)
