@@ -1,0 +1,1 @@
+"""Alerting: rule catalogue, pure evaluation, lifecycle services, notifications, UI and API."""

@@ -1,0 +1,213 @@
+"""Reads for alerting: the latest value of every catalogue metric for every target (a few queries per round)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from console.models import Cluster, ClusterState, Node, NodeState
+from monitoring.alerts.rules import Observation
+from monitoring.models import EngineSample, NodeLatest, ScrapeState
+from monitoring.models_alerts import ACTIVE_STATES, Alert, AlertState, Severity
+
+# A starting or draining engine is expected not to answer; only these must.
+HEALTH_WATCHED = (ClusterState.RUNNING, ClusterState.DEGRADED)
+ROCE_OK_HEALTH = {
+    "success",
+    "init",
+}  # hccn_tool -net_health -g answers "Success" (or "Init" before first detect)
+
+
+def _roce_bad(port: dict[str, Any]) -> bool:
+    link = port.get("link")
+    health = port.get("net_health")
+    link_bad = link not in (None, "UP")
+    health_bad = health is not None and str(health).lower() not in ROCE_OK_HEALTH
+    return link_bad or health_bad
+
+
+def observations_collect(*, now: datetime) -> dict[str, list[Observation]]:
+    """Every catalogue metric → observations of the latest samples (4 queries, whatever the node count).
+
+    A target with no value (no sample yet, a figure the tool did not report) is absent:
+    absence never opens or resolves an alert.
+    """
+    obs: dict[str, list[Observation]] = defaultdict(list)
+    for latest in NodeLatest.objects.select_related("node"):
+        node = latest.node
+        if node.state == NodeState.OUT_OF_SERVICE:
+            continue
+        data = latest.data or {}
+        base: dict[str, Any] = {
+            "cluster_id": node.cluster_id,
+            "node_id": node.pk,
+            "at": latest.ts,
+        }
+        hccs = data.get("hccs") or {}
+        for chip in data.get("chips") or []:
+            key = f"{chip['npu']}.{chip['chip']}"
+            target = f"{node.name}/npu{key}"
+            labels = {"node": node.name, "npu": chip["npu"], "chip": chip["chip"]}
+            if chip.get("temp_c") is not None:
+                obs["chip.temp_c"].append(
+                    Observation(target, float(chip["temp_c"]), labels=labels, **base)
+                )
+            if chip.get("hbm_used_mb") is not None and chip.get("hbm_total_mb"):
+                pct = 100.0 * chip["hbm_used_mb"] / chip["hbm_total_mb"]
+                obs["chip.hbm_used_pct"].append(
+                    Observation(target, pct, labels=labels, **base)
+                )
+            if chip.get("health"):
+                bad = 0.0 if str(chip["health"]).upper() == "OK" else 1.0
+                obs["chip.health_bad"].append(
+                    Observation(target, bad, labels=labels, **base)
+                )
+            loss = (hccs.get(key) or {}).get("loss_pct")
+            if loss is not None:
+                obs["chip.hccs_loss_pct"].append(
+                    Observation(target, float(loss), labels=labels, **base)
+                )
+        labels = {"node": node.name}
+        if data.get("hccs_loss_pct") is not None:
+            obs["node.hccs_loss_pct"].append(
+                Observation(
+                    node.name, float(data["hccs_loss_pct"]), labels=labels, **base
+                )
+            )
+        roce = data.get("roce") or []
+        if roce:
+            bad_ports = [p for p in roce if _roce_bad(p)]
+            obs["node.roce_down"].append(
+                Observation(
+                    node.name,
+                    float(len(bad_ports)),
+                    labels={
+                        **labels,
+                        "ports": ",".join(str(p["npu"]) for p in bad_ports),
+                    },
+                    **base,
+                )
+            )
+            for port in roce:
+                obs["nic.roce_down"].append(
+                    Observation(
+                        f"{node.name}/roce{port['npu']}",
+                        1.0 if _roce_bad(port) else 0.0,
+                        labels={**labels, "npu": port["npu"], "link": port.get("link")},
+                        **base,
+                    )
+                )
+        engine_state = (data.get("engine") or {}).get("state")
+        if engine_state:
+            obs["node.engine_failed"].append(
+                Observation(
+                    node.name,
+                    1.0 if engine_state == "exited" else 0.0,
+                    labels={**labels, "engine_state": engine_state},
+                    **base,
+                )
+            )
+    interval = float(settings.COLLECT_INTERVAL_S)
+    for node in Node.objects.exclude(last_seen_at=None).exclude(
+        state=NodeState.OUT_OF_SERVICE
+    ):
+        assert node.last_seen_at is not None  # excluded above
+        missed = max(0.0, (now - node.last_seen_at).total_seconds() / interval)
+        obs["node.unreachable"].append(
+            Observation(
+                node.name,
+                float(int(missed)),
+                cluster_id=node.cluster_id,
+                node_id=node.pk,
+                labels={"node": node.name},
+                at=node.last_seen_at,
+            )
+        )
+    _engine_observations(obs, now=now, interval=interval)
+    return obs
+
+
+def _engine_observations(
+    obs: dict[str, list[Observation]], *, now: datetime, interval: float
+) -> None:
+    clusters = {c.pk: c.name for c in Cluster.objects.only("pk", "name")}
+    latest: dict[tuple[int, str], EngineSample] = {}
+    # Rows of the last few rounds only; the newest per (cluster, engine) wins.
+    for sample in EngineSample.objects.filter(
+        ts__gte=now - timedelta(seconds=3 * interval + 1)
+    ).order_by("ts"):
+        latest[(sample.cluster_id, sample.engine)] = sample
+    for (cluster_id, engine), s in latest.items():
+        name = clusters.get(cluster_id, str(cluster_id))
+        base: dict[str, Any] = {"cluster_id": cluster_id, "at": s.ts}
+        if engine == "all":
+            labels = {"cluster": name}
+            pairs = {
+                "engine.ttft_p99_ms": None
+                if s.ttft_p99 is None
+                else s.ttft_p99 * 1000.0,
+                "engine.e2e_p99_ms": None if s.e2e_p99 is None else s.e2e_p99 * 1000.0,
+                "engine.waiting": s.waiting,
+                "engine.kv_cache_pct": s.kv_cache_pct,
+                "engine.kv_cache_pct_preempting": (
+                    None
+                    if s.kv_cache_pct is None
+                    else (s.kv_cache_pct if (s.preemptions or 0) > 0 else 0.0)
+                ),
+            }
+            for metric, value in pairs.items():
+                if value is not None:
+                    obs[metric].append(
+                        Observation(name, float(value), labels=labels, **base)
+                    )
+        else:
+            labels = {"cluster": name, "engine": engine}
+            target = f"{name}/dp{engine}"
+            obs["engine.rank_waiting"].append(
+                Observation(target, float(s.waiting), labels=labels, **base)
+            )
+            if s.kv_cache_pct is not None:
+                obs["engine.rank_kv_cache_pct"].append(
+                    Observation(target, float(s.kv_cache_pct), labels=labels, **base)
+                )
+    scraped = {s.cluster_id: s.scraped_at for s in ScrapeState.objects.all()}
+    for cluster in Cluster.objects.filter(state__in=HEALTH_WATCHED):
+        last = scraped.get(cluster.pk)
+        # This round's scrape starts after the round's own time: older means it failed.
+        failing = last is None or last < now - timedelta(seconds=0.5)
+        obs["engine.health_failing"].append(
+            Observation(
+                cluster.name,
+                1.0 if failing else 0.0,
+                cluster_id=cluster.pk,
+                labels={"cluster": cluster.name},
+                at=last,
+            )
+        )
+
+
+def alert_list(
+    *, state: str | None = None, severity: str | None = None, cluster: str | None = None
+) -> QuerySet[Alert]:
+    """Alerts newest first, optionally filtered; state "active" = pending, firing or acknowledged."""
+    qs = Alert.objects.select_related("rule", "cluster", "node", "acknowledged_by")
+    if state == "active":
+        qs = qs.filter(state__in=ACTIVE_STATES)
+    elif state:
+        qs = qs.filter(state=state)
+    if severity:
+        qs = qs.filter(severity=severity)
+    if cluster:
+        qs = qs.filter(cluster__name=cluster)
+    return qs
+
+
+def firing_critical_count() -> int:
+    """Firing (not acknowledged, not silenced) critical alerts: the banner's one query."""
+    return Alert.objects.filter(
+        state=AlertState.FIRING, severity=Severity.CRITICAL, silenced=False
+    ).count()

@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class MonitoringConfig(AppConfig):
+    name = "monitoring"
+    verbose_name = _("Monitoring")
+    default_auto_field = "django.db.models.BigAutoField"

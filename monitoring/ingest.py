@@ -1,0 +1,589 @@
+"""Ingest one poll round: every node's agent sample and every cluster's /metrics, in one transaction.
+
+Rows are bulk-created (a few statements per round, whatever the node count); node
+states move by conditional UPDATEs; one ``telemetry.update`` per cluster is
+published after commit. A sample or exposition that cannot be read is stored as a
+``SampleError`` with its raw text and never stops the rest of the round.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from console.models import Node, NodeState
+from console.models.inventory import NODE_STATE_COLORS
+from engine.parsers import ParseError
+from engine.parsers.vllm_metrics import (
+    CLUSTER,
+    EngineSnapshot,
+    derive,
+    parse_exposition,
+)
+from monitoring.live import publish_many
+from monitoring.models import (
+    ChipSample,
+    CollectRound,
+    EngineSample,
+    NodeLatest,
+    NodeSample,
+    SampleError,
+    ScrapeState,
+)
+
+RAW_KEEP = 4000
+ENGINE_FIELDS = (
+    "running",
+    "waiting",
+    "kv_cache_pct",
+    "ttft_p50",
+    "ttft_p95",
+    "ttft_p99",
+    "itl_p50",
+    "itl_p95",
+    "itl_p99",
+    "e2e_p50",
+    "e2e_p95",
+    "e2e_p99",
+    "prompt_tps",
+    "gen_tps",
+    "requests_ps",
+    "prefix_hit_pct",
+    "preemptions",
+)
+
+
+@dataclass
+class NodeResult:
+    """What one node's agent answered to ``node.collect`` (``sample``) or why it did not (``error``)."""
+
+    node_id: int
+    sample: dict[str, Any] | None = None
+    error: str | None = (
+        None  # agent raised; None with no sample = no answer before the deadline
+    )
+
+
+@dataclass
+class ScrapeResult:
+    """One GET of a cluster's engine ``/metrics``: the body, or the error."""
+
+    cluster_id: int
+    url: str
+    scraped_at: float
+    text: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class RoundSummary:
+    """Counts of one ingested round, and the per-cluster events published after commit."""
+
+    nodes_total: int = 0
+    nodes_ok: int = 0
+    rows: int = 0
+    errors: int = 0
+    ingest_ms: float = 0.0
+    state_changes: dict[str, str] = field(default_factory=dict)  # node name → new state
+    events: dict[int, dict[str, Any]] = field(
+        default_factory=dict
+    )  # cluster id → payload
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    raise ValueError(f"{value!r} is not a number")
+
+
+def _links_idle(prev_links: list[list[int]] | None, links: list[list[int]]) -> bool:
+    """True when a usable previous sample shows no HCCS packet sent on any link since."""
+    return bool(prev_links) and len(prev_links) == len(links) and all(
+        p[0] == c[0] for p, c in zip(prev_links or [], links, strict=True)
+    )
+
+
+def _link_loss(
+    prev_links: list[list[int]] | None, links: list[list[int]]
+) -> float | None:
+    """Worst link's (Δretries + Δerrors) / Δtx packets, in percent; None without a usable previous sample."""
+    if not prev_links or len(prev_links) != len(links):
+        return None
+    worst: float | None = None
+    for (tx0, _rx0, rt0, er0), (tx1, _rx1, rt1, er1) in zip(
+        prev_links, links, strict=True
+    ):
+        dtx, bad = tx1 - tx0, (rt1 - rt0) + (er1 - er0)
+        if dtx < 0 or bad < 0:
+            return None  # counters reset (driver reload): no window this round
+        if dtx == 0:
+            continue
+        loss = 100.0 * bad / dtx
+        worst = loss if worst is None else max(worst, loss)
+    return worst
+
+
+@dataclass
+class _Parsed:
+    chips: list[dict[str, Any]]
+    hccs: dict[str, dict[str, Any]]
+    roce: list[dict[str, Any]]
+    host: dict[str, Any]
+    engine: dict[str, Any]
+    errors: list[dict[str, Any]]
+    collected_at: float | None
+
+
+def _parse_sample(sample: dict[str, Any]) -> _Parsed:
+    """Check the agent's JSON shape and normalise it; raises ValueError naming what is wrong."""
+    if not isinstance(sample, dict):
+        raise ValueError(f"sample is a {type(sample).__name__}, not an object")
+    chips_in = sample.get("chips")
+    if not isinstance(chips_in, list):
+        raise ValueError("sample has no chips list")
+    chips = []
+    for c in chips_in:
+        chips.append(
+            {
+                "npu": int(c["npu"]),
+                "chip": int(c["chip"]),
+                "name": str(c.get("name") or ""),
+                "health": str(c.get("health") or ""),
+                "bus_id": str(c.get("bus_id") or ""),
+                "temp_c": _num(c.get("temp_c")),
+                "power_w": _num(c.get("power_w")),
+                "aicore_pct": _num(c.get("aicore_pct")),
+                "hbm_used_mb": _num(c.get("hbm_used_mb")),
+                "hbm_total_mb": _num(c.get("hbm_total_mb")),
+            }
+        )
+    hccs: dict[str, dict[str, Any]] = {}
+    for h in sample.get("hccs") or []:
+        links = [
+            [
+                int(lk["tx_packets"]),
+                int(lk["rx_packets"]),
+                int(lk["retry_count"]),
+                int(lk["error_count"]),
+            ]
+            for lk in h["links"]
+        ]
+        hccs[f"{int(h['npu'])}.{int(h['chip'])}"] = {
+            "health": h.get("health"),
+            "links": links,
+        }
+    roce = []
+    for p in sample.get("roce") or []:
+        stat = p.get("stat") or {}
+        link_stat = p.get("link_stat") or {}
+        roce.append(
+            {
+                "npu": int(p["npu"]),
+                "link": p.get("link"),
+                "net_health": p.get("net_health"),
+                "stat": {k: int(v) for k, v in stat.items()},
+                "up_count": link_stat.get("up_count"),
+                "down_count": link_stat.get("down_count"),
+            }
+        )
+    host = sample.get("host") or {}
+    errors = [e for e in sample.get("errors") or [] if isinstance(e, dict)]
+    collected = sample.get("collected_at")
+    return _Parsed(
+        chips,
+        hccs,
+        roce,
+        dict(host),
+        dict(sample.get("engine") or {}),
+        errors,
+        float(collected) if isinstance(collected, int | float) else None,
+    )
+
+
+def _state_payload(
+    node: Node, state: str, last_seen: datetime | None
+) -> dict[str, Any]:
+    # No translated label: the event is built once for every viewer; pages translate the state code.
+    return {
+        "state": state,
+        "color": NODE_STATE_COLORS.get(state, "grey"),  # type: ignore[call-overload]
+        "last_seen": last_seen.timestamp() if last_seen else None,
+    }
+
+
+def _err(
+    ts: datetime,
+    source: str,
+    message: str,
+    raw: str = "",
+    *,
+    node: Node | None = None,
+    cluster_id: int | None = None,
+) -> SampleError:
+    return SampleError(
+        ts=ts,
+        node=node,
+        cluster_id=cluster_id if node is None else node.cluster_id,
+        source=source[:200],
+        message=message,
+        raw=raw[:RAW_KEEP],
+    )
+
+
+def ingest_round(
+    *,
+    nodes: list[NodeResult],
+    scrapes: list[ScrapeResult],
+    started_at: datetime | None = None,
+) -> RoundSummary:
+    """Store one round, move node states, and publish one ``telemetry.update`` per cluster after commit.
+
+    Every row of the round carries the round's time (the control side's clock), so
+    series of different nodes share one x axis and agents' clock skew does not matter.
+    """
+    t0 = time.perf_counter()
+    now = started_at or timezone.now()
+    summary = RoundSummary(nodes_total=len(nodes))
+    by_id = {n.pk: n for n in Node.objects.filter(pk__in=[r.node_id for r in nodes])}
+    prev_latest = {
+        lt.node_id: lt.data for lt in NodeLatest.objects.filter(node_id__in=list(by_id))
+    }
+    chip_rows: list[ChipSample] = []
+    node_rows: list[NodeSample] = []
+    latest_rows: list[NodeLatest] = []
+    errors: list[SampleError] = []
+    target_state: dict[str, list[int]] = defaultdict(list)
+    live: dict[int, dict[str, Any]] = defaultdict(lambda: {"nodes": {}, "engine": None})
+
+    for result in nodes:
+        node = by_id.get(result.node_id)
+        if node is None:
+            continue  # deleted while the round ran
+        if result.sample is None:
+            if result.error:
+                errors.append(_err(now, "node.collect", result.error, node=node))
+            continue
+        try:
+            parsed = _parse_sample(result.sample)
+        except (KeyError, TypeError, ValueError) as exc:
+            raw = (
+                json.dumps(result.sample, default=str)[:RAW_KEEP]
+                if not isinstance(result.sample, str)
+                else result.sample
+            )
+            errors.append(
+                _err(
+                    now,
+                    "node.collect",
+                    f"unreadable sample from {node.name}: {exc!r}",
+                    raw,
+                    node=node,
+                )
+            )
+            continue
+        summary.nodes_ok += 1
+        for e in parsed.errors:
+            errors.append(
+                _err(
+                    now,
+                    str(e.get("source", "agent")),
+                    str(e.get("message", "")),
+                    str(e.get("raw") or ""),
+                    node=node,
+                )
+            )
+        prev_hccs = (prev_latest.get(node.pk) or {}).get("hccs") or {}
+        chips_live = []
+        worst: float | None = None
+        idle_chips = 0
+        for c in parsed.chips:
+            key = f"{c['npu']}.{c['chip']}"
+            h = parsed.hccs.get(key)
+            loss = (
+                _link_loss((prev_hccs.get(key) or {}).get("links"), h["links"])
+                if h
+                else None
+            )
+            if h is not None:
+                h["loss_pct"] = loss
+            if loss is not None:
+                worst = loss if worst is None else max(worst, loss)
+            elif h is not None and _links_idle(
+                (prev_hccs.get(key) or {}).get("links"), h["links"]
+            ):
+                idle_chips += 1
+            chip_rows.append(
+                ChipSample(
+                    node_id=node.pk,
+                    ts=now,
+                    npu=c["npu"],
+                    chip=c["chip"],
+                    health=c["health"][:16],
+                    temp_c=c["temp_c"],
+                    power_w=c["power_w"],
+                    aicore_pct=c["aicore_pct"],
+                    hbm_used_mb=c["hbm_used_mb"],
+                    hbm_total_mb=c["hbm_total_mb"],
+                    hccs_loss_pct=loss,
+                )
+            )
+            hbm_pct = (
+                100.0 * c["hbm_used_mb"] / c["hbm_total_mb"]
+                if c["hbm_used_mb"] is not None and c["hbm_total_mb"]
+                else None
+            )
+            chips_live.append(
+                [
+                    c["npu"],
+                    c["chip"],
+                    c["temp_c"],
+                    hbm_pct,
+                    c["aicore_pct"],
+                    c["health"],
+                ]
+            )
+        if worst is None and idle_chips:
+            # HCCS carried nothing (traffic moved to RoCE, or idle) and so lost nothing:
+            # 0 %, so an HCCS-loss alert resolves after a failover instead of lingering.
+            worst = 0.0
+        engine_state = str(parsed.engine.get("state") or "")
+        node_rows.append(
+            NodeSample(
+                node_id=node.pk,
+                ts=now,
+                cpu_pct=_num(parsed.host.get("cpu_pct")),
+                mem_used_pct=_num(parsed.host.get("mem_used_pct")),
+                load1=_num(parsed.host.get("load1")),
+                disk_free_gb=_num(parsed.host.get("disk_free_gb")),
+                engine_rss_mb=_num(parsed.host.get("engine_rss_mb")),
+                engine_state=engine_state[:16],
+                hccs_loss_pct=worst,
+                roce_down=sum(1 for p in parsed.roce if p["link"] not in ("UP", None)),
+                errors=min(len(parsed.errors), 32767),
+            )
+        )
+        latest_rows.append(
+            NodeLatest(
+                node_id=node.pk,
+                ts=now,
+                data={
+                    "collected_at": parsed.collected_at,
+                    "chips": parsed.chips,
+                    "hccs": parsed.hccs,
+                    "roce": parsed.roce,
+                    "host": parsed.host,
+                    "engine": parsed.engine,
+                    "errors": len(parsed.errors),
+                    "hccs_loss_pct": worst,
+                },
+            )
+        )
+        new_state = NodeState.RUNNING if engine_state == "running" else NodeState.READY
+        target_state[new_state].append(node.pk)
+        if node.cluster_id is not None:
+            live[node.cluster_id]["nodes"][node.name] = {
+                **_state_payload(
+                    node,
+                    new_state if node.state != NodeState.OUT_OF_SERVICE else node.state,
+                    now,
+                ),
+                "engine_state": engine_state,
+                "hccs_loss_pct": worst,
+                "chips": chips_live,
+                "errors": len(parsed.errors),
+            }
+        if node.state != new_state and node.state != NodeState.OUT_OF_SERVICE:
+            summary.state_changes[node.name] = new_state
+
+    engine_rows, scrape_states = _ingest_scrapes(scrapes, now, errors, live)
+
+    with transaction.atomic():
+        ChipSample.objects.bulk_create(chip_rows, batch_size=2000)
+        NodeSample.objects.bulk_create(node_rows, batch_size=2000)
+        EngineSample.objects.bulk_create(engine_rows)
+        SampleError.objects.bulk_create(errors, batch_size=500)
+        NodeLatest.objects.bulk_create(
+            latest_rows,
+            batch_size=500,
+            update_conflicts=True,
+            unique_fields=["node"],
+            update_fields=["ts", "data"],
+        )
+        ScrapeState.objects.bulk_create(
+            scrape_states,
+            update_conflicts=True,
+            unique_fields=["cluster"],
+            update_fields=["url", "scraped_at", "engines"],
+        )
+        for state, ids in target_state.items():
+            # Conditional UPDATE: an operator's out-of-service mark always wins over telemetry.
+            Node.objects.filter(pk__in=ids).exclude(
+                state=NodeState.OUT_OF_SERVICE
+            ).update(state=state, last_seen_at=now)
+        for name, state in node_staleness_update(now=now).items():
+            summary.state_changes[name] = state
+        summary.rows = len(chip_rows) + len(node_rows) + len(engine_rows)
+        summary.errors = len(errors)
+        summary.ingest_ms = (time.perf_counter() - t0) * 1000
+        CollectRound.objects.create(
+            started_at=now,
+            finished_at=timezone.now(),
+            nodes_total=summary.nodes_total,
+            nodes_ok=summary.nodes_ok,
+            rows=summary.rows,
+            ingest_ms=summary.ingest_ms,
+        )
+        _add_missing_nodes(live, by_id, now)
+        summary.events = {
+            cid: {"cluster": cid, "ts": now.timestamp(), **payload}
+            for cid, payload in live.items()
+        }
+        transaction.on_commit(lambda: _publish(summary.events))
+    return summary
+
+
+def _add_missing_nodes(
+    live: dict[int, dict[str, Any]], by_id: dict[int, Node], now: datetime
+) -> None:
+    """Nodes that sent nothing this round still appear in the event, with their (maybe new) state and last-seen time."""
+    missing = [
+        n
+        for n in by_id.values()
+        if n.cluster_id is not None and n.name not in live[n.cluster_id]["nodes"]
+    ]
+    if not missing:
+        return
+    fresh = {n.pk: n for n in Node.objects.filter(pk__in=[n.pk for n in missing])}
+    for node in missing:
+        current = fresh.get(node.pk, node)
+        assert node.cluster_id is not None  # filtered above
+        live[node.cluster_id]["nodes"][node.name] = {
+            **_state_payload(current, current.state, current.last_seen_at),
+            "chips": None,
+        }
+
+
+def _publish(events: dict[int, dict[str, Any]]) -> None:
+    publish_many(
+        [
+            (f"cluster-{cluster_id}", "telemetry.update", payload)
+            for cluster_id, payload in events.items()
+        ]
+    )
+
+
+def _ingest_scrapes(
+    scrapes: list[ScrapeResult],
+    now: datetime,
+    errors: list[SampleError],
+    live: dict[int, dict[str, Any]],
+) -> tuple[list[EngineSample], list[ScrapeState]]:
+    rows: list[EngineSample] = []
+    states: list[ScrapeState] = []
+    prev_states = {
+        s.cluster_id: s
+        for s in ScrapeState.objects.filter(
+            cluster_id__in=[s.cluster_id for s in scrapes]
+        )
+    }
+    for scrape in scrapes:
+        if scrape.text is None:
+            errors.append(
+                _err(
+                    now,
+                    f"GET {scrape.url}",
+                    scrape.error or "no answer",
+                    cluster_id=scrape.cluster_id,
+                )
+            )
+            live[scrape.cluster_id]["engine_error"] = scrape.error or "no answer"
+            continue
+        try:
+            current = parse_exposition(scrape.text)
+        except ParseError as exc:
+            errors.append(
+                _err(
+                    now,
+                    f"GET {scrape.url}",
+                    str(exc),
+                    scrape.text,
+                    cluster_id=scrape.cluster_id,
+                )
+            )
+            live[scrape.cluster_id]["engine_error"] = str(exc)
+            continue
+        prev = prev_states.get(scrape.cluster_id)
+        prev_snaps = None
+        window = None
+        if prev is not None and prev.url == scrape.url:
+            window = scrape.scraped_at - prev.scraped_at.timestamp()
+            if window > 0:
+                prev_snaps = {
+                    k: EngineSnapshot.from_dict(v) for k, v in prev.engines.items()
+                }
+        windows = derive(prev_snaps, current, window if prev_snaps else None)
+        for label, win in windows.items():
+            values = {f: getattr(win, f) for f in ENGINE_FIELDS}
+            rows.append(
+                EngineSample(
+                    cluster_id=scrape.cluster_id,
+                    ts=now,
+                    engine=label[:16],
+                    success=win.success,
+                    **values,
+                )
+            )
+        live[scrape.cluster_id]["engine"] = windows[CLUSTER].to_dict()
+        live[scrape.cluster_id]["engines"] = sorted(k for k in windows if k != CLUSTER)
+        states.append(
+            ScrapeState(
+                cluster_id=scrape.cluster_id,
+                url=scrape.url,
+                engines={k: v.to_dict() for k, v in current.items()},
+                scraped_at=datetime.fromtimestamp(
+                    scrape.scraped_at, tz=timezone.get_current_timezone()
+                ),
+            )
+        )
+    return rows, states
+
+
+def node_staleness_update(*, now: datetime | None = None) -> dict[str, str]:
+    """Mark nodes without a sample for STALE_AFTER_S stale and for UNREACHABLE_AFTER_S unreachable.
+
+    Conditional UPDATEs only move nodes forward (ready/running → stale → unreachable);
+    out-of-service and never-seen nodes are left alone. Returns {node name: new state}.
+    """
+    now = now or timezone.now()
+    changed: dict[str, str] = {}
+    steps = (
+        (
+            NodeState.UNREACHABLE,
+            timedelta(seconds=settings.UNREACHABLE_AFTER_S),
+            (NodeState.READY, NodeState.RUNNING, NodeState.STALE, NodeState.UNKNOWN),
+        ),
+        (
+            NodeState.STALE,
+            timedelta(seconds=settings.STALE_AFTER_S),
+            (NodeState.READY, NodeState.RUNNING, NodeState.UNKNOWN),
+        ),
+    )
+    for state, after, from_states in steps:
+        qs = Node.objects.filter(last_seen_at__lt=now - after, state__in=from_states)
+        names = list(qs.values_list("name", flat=True))
+        if names:
+            Node.objects.filter(name__in=names, state__in=from_states).update(
+                state=state
+            )
+            changed.update(dict.fromkeys(names, str(state)))
+    return changed

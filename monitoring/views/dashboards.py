@@ -1,0 +1,115 @@
+"""Dashboards (server-rendered; live points arrive over /ws/clusters/<id>/) and their chart-window JSON."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.staticfiles import finders
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from console import selectors as console_selectors
+from console.constants import (
+    HBM_USAGE_MAX_PCT,
+    HCCS_LOSS_MAX_PCT,
+    NPU_TEMP_MAX_C,
+    P99_LATENCY_MAX_MS,
+    TARGET_TOKENS_PER_S_PER_NPU,
+)
+from console.models import Cluster, Node
+from console.permissions import role_required
+from monitoring import selectors
+
+
+def thresholds(cluster: Cluster) -> dict[str, float]:
+    """Alert-rule thresholds the charts draw as lines and the heatmap colours by (constants.py)."""
+    profile = cluster.profile
+    return {
+        "temp_c": NPU_TEMP_MAX_C,
+        "hbm_pct": HBM_USAGE_MAX_PCT,
+        "hccs_loss_pct": HCCS_LOSS_MAX_PCT,
+        "p99_latency_s": P99_LATENCY_MAX_MS / 1000.0,
+        "min_gen_tps": TARGET_TOKENS_PER_S_PER_NPU * profile.world_size,
+        "max_running": float(profile.max_num_seqs * profile.data_parallel_size),
+        "kv_cache_pct": 100.0,
+    }
+
+
+@require_GET
+@role_required("viewer")
+def index(request: HttpRequest) -> HttpResponse:
+    """Clusters with a link to each dashboard."""
+    return render(
+        request, "monitoring/index.html", {"clusters": console_selectors.cluster_list()}
+    )
+
+
+@require_GET
+@role_required("viewer")
+def cluster_dashboard(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """Node cards, the NPU heatmap, live charts; the range selector re-reads stored history."""
+    cluster = get_object_or_404(
+        Cluster.objects.select_related("profile"), pk=cluster_id
+    )
+    nodes = selectors.dashboard_nodes(cluster)
+    range_key = request.GET.get("range", "15m")
+    if range_key not in selectors.RANGES:
+        range_key = "15m"
+    max_chips = max((len(n["chips"]) for n in nodes), default=0) or max(
+        (n["node"].npu_count for n in nodes), default=0
+    )
+    config = {
+        "cluster": cluster.pk,
+        "clusterState": cluster.state,
+        "range": range_key,
+        "ranges": selectors.RANGES,
+        "nodes": [n["node"].name for n in nodes],
+        "thresholds": thresholds(cluster),
+        "seriesUrl": reverse("cluster-series", args=[cluster.pk]),
+        "collectIntervalS": settings.COLLECT_INTERVAL_S,
+    }
+    return render(
+        request,
+        "monitoring/cluster_dashboard.html",
+        {
+            "cluster": cluster,
+            "nodes": nodes,
+            "chip_columns": range(max_chips),
+            "config": config,
+            "thresholds": config["thresholds"],
+            "range_key": range_key,
+            "ranges": selectors.RANGES,
+            "vendor_ok": finders.find("vendor/uplot/uPlot.iife.min.js") is not None,
+        },
+    )
+
+
+@require_GET
+@role_required("viewer")
+def cluster_series(request: HttpRequest, cluster_id: int) -> JsonResponse:
+    """Stored history for the charts: ?range=15m|1h|6h|24h&node=<name>&since=<epoch seconds> (backfill)."""
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    range_s = selectors.RANGES.get(request.GET.get("range", "15m"))
+    if range_s is None:
+        return JsonResponse(
+            {"error": {"range": f"use one of {', '.join(selectors.RANGES)}"}},
+            status=400,
+        )
+    node = None
+    if name := request.GET.get("node"):
+        node = Node.objects.filter(cluster=cluster, name=name).first()
+        if node is None:
+            raise Http404(f"no node {name} in {cluster.name}")
+    since = None
+    if raw := request.GET.get("since"):
+        try:
+            since = float(raw)
+        except ValueError:
+            return JsonResponse(
+                {"error": {"since": "seconds since the epoch, e.g. 1764700000.5"}},
+                status=400,
+            )
+    return JsonResponse(
+        selectors.chart_window(cluster, range_s=range_s, node=node, since=since)
+    )
