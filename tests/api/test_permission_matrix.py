@@ -1,0 +1,190 @@
+"""Permission matrix generated from the URL conf: every /api/ endpoint and page.
+
+A URL pattern without an entry in EXPECT fails the test: a new endpoint cannot be
+forgotten. Mutations get an empty/invalid body: the unauthorized get 401/403 (pages:
+a login redirect), the authorized a 400 (pages: their form's redirect) — never 403.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
+
+from console.models import ApiKey, Cluster, Operation
+from tests.conftest import login
+
+SKIP_PREFIXES = ("static/", "admin/", "i18n/", "jsi18n/", "v1/")
+ROLES = ("anon", "viewer", "operator", "admin")
+R = 302  # login redirect for pages
+
+# url name -> (method, (anon, viewer, operator, admin))
+EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
+    # --- pages (anonymous -> login redirect) ---
+    "overview": ("GET", (R, 200, 200, 200)),
+    "healthz": ("GET", (200, 200, 200, 200)),
+    "login": ("GET", (200, 200, 200, 200)),
+    "logout": ("POST", (R, R, R, R)),
+    "cluster-detail": ("GET", (R, 200, 200, 200)),
+    # operator form posts: an empty form is refused with a message and a redirect back
+    "operation-create": ("POST", (R, 403, R, R)),
+    "operation-list": ("GET", (R, 200, 200, 200)),
+    "operation-detail": ("GET", (R, 200, 200, 200)),
+    "operation-cancel": ("POST", (R, 403, R, R)),
+    "apikey-list": ("GET", (R, 403, 403, 200)),
+    "apikey-create": ("POST", (R, 403, 403, 400)),
+    "apikey-revoke": ("POST", (R, 403, 403, R)),
+    "playground": ("GET", (R, 403, 200, 200)),
+    "monitoring-index": ("GET", (R, 200, 200, 200)),
+    "cluster-dashboard": ("GET", (R, 200, 200, 200)),
+    "cluster-series": ("GET", (R, 200, 200, 200)),
+    "metrics": ("GET", (403, 403, 403, 403)),  # Prometheus scrape: bearer token only
+    "alerts": ("GET", (R, 200, 200, 200)),
+    "alert-detail": ("GET", (R, 200, 200, 200)),
+    "alert-ack": ("POST", (R, 403, R, R)),
+    "alert-silence": ("POST", (R, 403, R, R)),
+    "alert-rules": ("GET", (R, 200, 200, 200)),
+    "alert-rule-new": ("GET", (R, 403, 403, 200)),
+    "alert-rule-edit": ("GET", (R, 403, 403, 200)),
+    # --- REST API (anonymous -> 401, token auth advertises WWW-Authenticate) ---
+    "api-schema": ("GET", (200, 200, 200, 200)),
+    "api-docs": ("GET", (200, 200, 200, 200)),
+    "api-cluster-list": ("GET", (401, 200, 200, 200)),
+    "api-cluster-detail": ("GET", (401, 200, 200, 200)),
+    "api-node-list": ("GET", (401, 200, 200, 200)),
+    "api-node-detail": ("GET", (401, 200, 200, 200)),
+    "api-profile-list": ("GET", (401, 200, 200, 200)),
+    "api-profile-detail": ("GET", (401, 200, 200, 200)),
+    "api-operations": ("GET", (401, 200, 200, 200)),
+    "api-operation-detail": ("GET", (401, 200, 200, 200)),
+    "api-cluster-operations": ("POST", (401, 403, 400, 400)),
+    # the fixture operation has finished: the authorized get 409, not 403
+    "api-operation-cancel": ("POST", (401, 403, 409, 409)),
+    "api-audit": ("GET", (401, 403, 403, 200)),
+    "api-token-me": ("POST", (401, 201, 201, 201)),
+    "api-telemetry-latest": ("GET", (401, 200, 200, 200)),
+    # no query parameters: 400 naming node and start
+    "api-telemetry-range": ("GET", (401, 400, 400, 400)),
+    "api-alerts": ("GET", (401, 200, 200, 200)),
+    # operator acknowledges first; admin then finds it already acknowledged (409)
+    "api-alert-ack": ("POST", (401, 403, 200, 409)),
+    "api-silences": ("POST", (401, 403, 400, 400)),
+    "api-alert-rules": ("POST", (401, 403, 403, 400)),
+    "api-alert-rule-detail": ("PATCH", (401, 403, 403, 400)),
+}
+
+
+# invalid bodies where an empty one would be a valid (partial) update
+BODIES = {"api-alert-rule-detail": '{"threshold": "hot"}'}
+
+
+def _walk(resolver: URLResolver, prefix: str = "") -> Iterator[tuple[str, URLPattern]]:
+    for p in resolver.url_patterns:
+        if isinstance(p, URLResolver):
+            yield from _walk(p, prefix + str(p.pattern))
+        else:
+            yield prefix + str(p.pattern), p
+
+
+def _fill(route: str, params: dict[str, Any]) -> str:
+    route = route.replace("^", "").replace("$", "")
+    route = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: str(params[m.group(1)]), route)
+    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(params[m.group(1)]), route)
+
+
+def _routes() -> list[tuple[str, str]]:
+    out = []
+    for route, pattern in _walk(get_resolver()):
+        clean = route.replace("^", "")
+        if clean.startswith(SKIP_PREFIXES) or "format" in route:
+            continue
+        out.append((route, pattern.name or route))
+    return out
+
+
+@pytest.fixture
+def world(cluster: Cluster, viewer: Any, operator: Any, admin: Any) -> dict[str, Any]:
+    from monitoring.alerts.services import alert_rules_seed
+    from monitoring.models_alerts import Alert, AlertRule
+
+    alert_rules_seed()
+    rule = AlertRule.objects.order_by("pk").first()
+    now = timezone.now()
+    alert = Alert.objects.create(
+        rule=rule,
+        cluster=cluster,
+        target="qwen35-prod",
+        state="firing",
+        severity=rule.severity,
+        fault_onset_at=now,
+        pending_at=now,
+        fired_at=now,
+    )
+    op = Operation.objects.create(
+        cluster=cluster, kind="start", state="succeeded", finished_at=now
+    )
+    key = ApiKey.objects.create(name="matrix", prefix="mx", digest="x" * 64)
+    return {
+        "cluster": cluster,
+        "op": op,
+        "alert": alert,
+        "rule": rule,
+        "key": key,
+        "users": {"viewer": viewer, "operator": operator, "admin": admin},
+    }
+
+
+def _params(name: str, w: dict[str, Any]) -> dict[str, Any]:
+    cluster = w["cluster"]
+    pk = w["op"].pk
+    if name.startswith(("alert-rule", "api-alert-rule")):
+        pk = w["rule"].pk
+    elif name.startswith(("alert", "api-alert")):
+        pk = w["alert"].pk
+    elif name.startswith("apikey"):
+        pk = w["key"].pk
+    elif name == "api-profile-detail":
+        pk = cluster.profile.pk
+    node_or_cluster = (
+        cluster.nodes.order_by("name").first().name
+        if name == "api-node-detail"
+        else cluster.name
+    )
+    return {"name": node_or_cluster, "pk": pk, "cluster_id": cluster.pk}
+
+
+def _call(client: Client, method: str, url: str, body: str = "{}") -> int:
+    if method == "GET":
+        return client.get(url).status_code
+    send = getattr(client, method.lower())
+    return send(url, data=body, content_type="application/json").status_code
+
+
+def test_every_url_has_the_expected_status_per_role(world: dict[str, Any]) -> None:
+    missing, wrong = [], []
+    for route, name in _routes():
+        if name not in EXPECT:
+            missing.append(f"{name} ({route})")
+            continue
+        method, expected = EXPECT[name]
+        url = _fill(route, _params(name, world))
+        got = []
+        for role in ROLES:
+            client = Client() if role == "anon" else login(world["users"][role])
+            got.append(_call(client, method, url, BODIES.get(name, "{}")))
+        if tuple(got) != expected:
+            wrong.append(f"{name}: {method} {url} expected {expected} got {tuple(got)}")
+    assert not missing, "add these URL patterns to the matrix (EXPECT): " + ", ".join(
+        missing
+    )
+    assert not wrong, "\n".join(wrong)
+
+
+def test_django_admin_redirects_anonymous(db: Any) -> None:
+    response = Client().get("/admin/")
+    assert response.status_code == 302 and "login/?next=/admin/" in response["Location"]

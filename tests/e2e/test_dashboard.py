@@ -1,0 +1,196 @@
+"""Browser: log in, open the running sim cluster's dashboard, watch a chart gain points and the heatmap fill 32 chips.
+
+Everything is real: four agent workers (Celery on the session's Redis) with the sim
+tools, a sim vLLM engine on the head, uvicorn serving the ASGI app on a free port,
+collection rounds pushed over the channel layer, and Debian's chromium.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from django.db import connection
+
+from console.services.agents import agent_call
+from monitoring.tasks import collect_round_task
+from tests.agents import agent_worker, database_url, die_with_parent
+from tests.factories import free_port, make_cluster, make_user
+from tests.integration.test_agent import FAST_SIM, single_node_plan, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@contextmanager
+def uvicorn_server() -> Iterator[str]:
+    """The console's ASGI app in a real uvicorn process on the test database."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "PYTHONUNBUFFERED": "1",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "console.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"uvicorn exited:\n{proc.stdout.read() if proc.stdout else ''}"
+                )
+            try:
+                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, timeout=60)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextmanager
+def collecting(interval_s: float = 1.0) -> Iterator[None]:
+    """Run collection rounds (what beat schedules) in a thread until the block ends."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                collect_round_task()
+                stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def test_it_shows_live_charts_and_a_32_chip_heatmap(tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    cluster = make_cluster(name="e2e-sim", nodes=4)
+    nodes = cluster.ranked_nodes()
+    head = nodes[0]
+    head.management_ip, head.api_port, head.rpc_port = (
+        "127.0.0.1",
+        free_port(),
+        free_port(),
+    )
+    head.save()
+    make_user("watcher", "viewer")
+    with ExitStack() as stack:
+        for i, node in enumerate(nodes):
+            env = {
+                **FAST_SIM,
+                "SIM_STATE_DIR": str(tmp_path / node.name),
+                "SIM_NPU_IPS": ",".join(f"127.10.{90 + i}.{k + 1}" for k in range(8)),
+            }
+            stack.enter_context(agent_worker(node.name, extra_env=env))
+        agent_call(
+            head.name,
+            "engine.start",
+            plan=single_node_plan(head.name, head.api_port, head.rpc_port),
+        )
+        wait_for(
+            lambda: agent_call(head.name, "engine.status")["health"] == 200, timeout=60
+        )
+        base = stack.enter_context(uvicorn_server())
+        stack.enter_context(collecting())
+        pw = stack.enter_context(sync_playwright())
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+        )
+        stack.callback(browser.close)
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(f"{base}/accounts/login/")
+        page.fill("input[name=username]", "watcher")
+        page.fill("input[name=password]", "pw-watcher")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{base}/")
+        page.goto(f"{base}/monitoring/clusters/{cluster.pk}/")
+        page.wait_for_selector("#conn-state.live", timeout=30_000)
+        assert (
+            page.locator(".uplot").count() >= 5
+        )  # the charting library drew the charts
+
+        def points() -> int:
+            return int(page.get_attribute("#chart-queue", "data-points") or 0)
+
+        before = points()
+        page.wait_for_function(
+            f"Number(document.querySelector('#chart-queue').dataset.points || 0) > {before + 1}",
+            timeout=30_000,
+        )
+        for _ in range(3):  # traffic so latency charts get values too
+            httpx.post(
+                f"http://127.0.0.1:{head.api_port}/v1/completions",
+                json={"model": "small", "prompt": "hi", "max_tokens": 8},
+                timeout=30,
+            )
+        page.wait_for_function(
+            "document.querySelectorAll('#heatmap td.heat-cell').length === 32 && "
+            "[...document.querySelectorAll('#heatmap td.heat-cell')].every(td => td.textContent.trim() !== '—')",
+            timeout=30_000,
+        )
+        assert points() > before
+        assert page.locator("#heatmap td.heat-cell").count() == 32
+        page.wait_for_function(
+            "!document.querySelector('#chart-queue').classList.contains('is-empty')",
+            timeout=30_000,
+        )
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+        agent_call(head.name, "engine.stop", grace_s=10)
+    assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000

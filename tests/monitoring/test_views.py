@@ -1,0 +1,148 @@
+"""Dashboards: viewers (and up) see them, users without a role do not; chart windows come back aligned and bounded."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from monitoring.ingest import NodeResult, ScrapeResult, ingest_round
+from monitoring.models import Rollup
+from monitoring.rollup import rollup_and_prune
+from monitoring.selectors import MAX_POINTS, chart_window
+from tests.conftest import login
+from tests.monitoring.samples import VLLM, agent_sample
+
+pytestmark = pytest.mark.django_db
+
+
+def fill(cluster: Any, rounds: int = 3, step_s: float = 5.0, start: Any = None) -> Any:
+    nodes = cluster.ranked_nodes()
+    t = start or timezone.now() - timedelta(seconds=rounds * step_s)
+    texts = [
+        (VLLM / "metrics-0.33.0-t0.txt").read_text(),
+        (VLLM / "metrics-0.33.0-t1.txt").read_text(),
+    ]
+    for i in range(rounds):
+        ts = t + timedelta(seconds=i * step_s)
+        scrape = ScrapeResult(
+            cluster.pk,
+            "http://127.0.0.1:8000/metrics",
+            ts.timestamp(),
+            text=texts[i % 2],
+        )
+        ingest_round(
+            nodes=[NodeResult(n.pk, sample=agent_sample(n.name)) for n in nodes],
+            scrapes=[scrape],
+            started_at=ts,
+        )
+    return t
+
+
+def test_it_shows_the_dashboard_to_a_viewer(cluster: Any, viewer: Any) -> None:
+    fill(cluster, rounds=1)
+    response = login(viewer).get(f"/monitoring/clusters/{cluster.pk}/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.count('class="heat-cell"') == 32 and 'id="heat-ascend-04-7-0"' in html
+    assert (
+        'id="chart-ttft"' in html
+        and 'id="dashboard-config"' in html
+        and 'id="mon-state-ascend-01"' in html
+    )
+
+
+def test_it_refuses_a_user_without_a_role(cluster: Any, norole: Any) -> None:
+    assert login(norole).get(f"/monitoring/clusters/{cluster.pk}/").status_code == 403
+    assert (
+        login(norole).get(f"/monitoring/clusters/{cluster.pk}/series").status_code
+        == 403
+    )
+
+
+def test_it_sends_anonymous_users_to_login(cluster: Any) -> None:
+    from django.test import Client
+
+    response = Client().get(f"/monitoring/clusters/{cluster.pk}/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_it_returns_an_aligned_chart_window(cluster: Any, operator: Any) -> None:
+    fill(cluster, rounds=4)
+    data = (
+        login(operator)
+        .get(f"/monitoring/clusters/{cluster.pk}/series?range=15m&node=ascend-02")
+        .json()
+    )
+    eng = data["engine"]
+    assert (
+        len(eng["t"]) == 4
+        and len(eng["ttft_p99"]) == 4
+        and eng["running"][-1] in (3.0, 8.0)
+    )
+    assert any(v is not None for v in eng["ttft_p99"])
+    ns = data["node_series"]
+    assert (
+        ns["chips"] == [f"{i}.0" for i in range(8)]
+        and len(ns["temp"]) == 8
+        and len(ns["temp"][0]) == 4
+    )
+    assert ns["temp"][0][0] == 40.0
+
+
+def test_it_backfills_only_what_came_after_since(cluster: Any, admin: Any) -> None:
+    t = fill(cluster, rounds=4)
+    since = (t + timedelta(seconds=5)).timestamp()
+    data = (
+        login(admin)
+        .get(f"/monitoring/clusters/{cluster.pk}/series?range=15m&since={since}")
+        .json()
+    )
+    assert len(data["engine"]["t"]) == 2 and min(data["engine"]["t"]) > since
+
+
+def test_it_rejects_an_unknown_range(cluster: Any, viewer: Any) -> None:
+    response = login(viewer).get(f"/monitoring/clusters/{cluster.pk}/series?range=7y")
+    assert response.status_code == 400 and "range" in response.json()["error"]
+
+
+def test_it_rolls_up_minutes_and_reads_them_for_long_ranges(cluster: Any) -> None:
+    start = (timezone.now() - timedelta(minutes=5)).replace(second=0, microsecond=0)
+    fill(cluster, rounds=24, step_s=5.0, start=start)  # two full minutes
+    result = rollup_and_prune()
+    assert result["minutes"] == 2
+    temp = Rollup.objects.filter(
+        series="chip.temp_c", node__name="ascend-01", key="0.0"
+    )
+    assert temp.count() == 2 and temp.first().n == 12 and temp.first().avg == 40.0
+    assert Rollup.objects.filter(series="engine.ttft_p99", key="all").exists()
+    window = chart_window(cluster, range_s=86400, node=cluster.ranked_nodes()[0])
+    assert (
+        window["source"] == "rollup"
+        and len(window["engine"]["t"]) == 2
+        and len(window["node_series"]["t"]) == 2
+    )
+    assert rollup_and_prune()["minutes"] == 0  # nothing new to roll up
+
+
+def test_it_prunes_raw_samples_past_retention(cluster: Any) -> None:
+    from monitoring.models import ChipSample
+
+    fill(cluster, rounds=1, start=timezone.now() - timedelta(hours=30))
+    fill(cluster, rounds=1)
+    rollup_and_prune()
+    assert (
+        ChipSample.objects.filter(ts__lt=timezone.now() - timedelta(hours=24)).count()
+        == 0
+    )
+    assert ChipSample.objects.count() == 32
+
+
+def test_it_downsamples_long_raw_windows(cluster: Any) -> None:
+    from monitoring.selectors import _downsample
+
+    ts = [float(i) for i in range(10_000)]
+    out_ts, cols = _downsample(ts, {"a": [1.0] * 10_000}, MAX_POINTS)
+    assert len(out_ts) <= MAX_POINTS and cols["a"][0] == 1.0
