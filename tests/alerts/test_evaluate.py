@@ -14,6 +14,7 @@ from monitoring.models_alerts import (
     Alert,
     AlertEvent,
     AlertRule,
+    Incident,
     Notification,
     NotificationChannel,
 )
@@ -50,9 +51,12 @@ def test_it_fires_on_hccs_loss_and_resolves_only_past_the_resolve_threshold(
     )
     assert alert.value == pytest.approx(20.0)
     assert alert.fault_onset_at == t0 + timedelta(seconds=5)
-    # remediation seam: the rule's policy is auto/failover
+    # the rule's policy is auto/failover; the cluster is stopped, so the guardrail
+    # records an incident that was skipped and why, instead of restarting anything
+    incident = Incident.objects.get(alert=alert)
+    assert (incident.action, incident.state) == ("failover", "skipped")
     assert alert.events.filter(
-        kind="remediation", message="remediation pending: failover"
+        kind="remediation", message="no action: qwen35-prod is stopped, not serving"
     ).exists()
     # 10 % is under the threshold (15) but not past the resolve threshold (5): still firing
     ingest(node, t0 + timedelta(seconds=10), advance={0: (2000, 300, 0)})
