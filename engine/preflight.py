@@ -202,6 +202,8 @@ def _hccn_conf_path() -> Path:
 
 def check_model(path: str) -> tuple[Check, int | None]:
     """The model directory exists; its total size lets the control side compare nodes."""
+    if not path:
+        return Check("model path", WARN, "no model path to check (the node serves no cluster yet)", "The path is checked again when the node joins a cluster."), None
     if _sim():
         # No weights on a sim node: report a stable simulated size for the path.
         size = int(hashlib.sha256(path.encode()).hexdigest()[:10], 16)

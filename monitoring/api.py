@@ -24,7 +24,22 @@ from monitoring.alerts.services import (
     rule_save,
     silence_create,
 )
-from monitoring.models_alerts import Alert, AlertRule, AlertState, Severity
+from monitoring.alerts.incidents import (
+    incident_list,
+    incident_stats,
+    incident_timeline,
+    incident_to_dict,
+)
+from monitoring.models_alerts import (
+    Alert,
+    AlertRule,
+    AlertState,
+    Incident,
+    IncidentState,
+    RemediationAction,
+    Severity,
+)
+from monitoring.remediation import RemediationRefused, incident_approve, incident_reject
 
 
 class AlertSerializer(serializers.Serializer[Alert]):
@@ -264,7 +279,139 @@ def alert_rule_detail(request: Request, pk: int) -> Response:
     )
 
 
+class IncidentSerializer(serializers.Serializer[Incident]):
+    """Read-only view of an incident (``incident_to_dict``); times in seconds."""
+
+    id = serializers.IntegerField()
+    alert = serializers.IntegerField()
+    rule = serializers.CharField()
+    target = serializers.CharField()
+    cluster = serializers.CharField(allow_null=True)
+    node = serializers.CharField(allow_null=True)
+    action = serializers.ChoiceField(choices=RemediationAction.choices)
+    policy = serializers.CharField()
+    state = serializers.ChoiceField(choices=IncidentState.choices)
+    summary = serializers.CharField()
+    attempts = serializers.IntegerField()
+    operations = serializers.ListField(child=serializers.IntegerField())
+    verification = serializers.DictField()
+    fault_onset_at = serializers.DateTimeField()
+    detected_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    operation_started_at = serializers.DateTimeField(allow_null=True)
+    healthy_at = serializers.DateTimeField(allow_null=True)
+    resolved_at = serializers.DateTimeField(allow_null=True)
+    approved_by = serializers.CharField(allow_null=True)
+    approved_at = serializers.DateTimeField(allow_null=True)
+    detection_s = serializers.FloatField()
+    decision_s = serializers.FloatField(allow_null=True)
+    mttr_s = serializers.FloatField(allow_null=True)
+
+
+class IncidentDetailSerializer(IncidentSerializer):
+    timeline = serializers.ListField(child=serializers.DictField())
+
+
+def _incident(pk: int) -> Incident:
+    return get_object_or_404(
+        Incident.objects.select_related("alert__rule", "cluster", "node", "approved_by"),
+        pk=pk,
+    )
+
+
+def _incident_detail(incident: Incident) -> dict[str, Any]:
+    timeline = [
+        {**row, "at": row["at"].isoformat()} for row in incident_timeline(incident)
+    ]
+    return {**incident_to_dict(incident), "timeline": timeline}
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("state", str, enum=IncidentState.values),
+        OpenApiParameter("action", str, enum=RemediationAction.values),
+        OpenApiParameter("cluster", str),
+    ],
+    responses=IncidentSerializer(many=True),
+)
+@api_view(["GET"])
+@permission_classes([IsViewer])
+def incidents(request: Request) -> Response:
+    """Incidents newest first (at most 500), filtered by state, action and cluster name."""
+    state = request.query_params.get("state") or ""
+    action = request.query_params.get("action") or ""
+    if state and state not in IncidentState.values:
+        return Response(
+            {"state": [f"unknown state; use {', '.join(IncidentState.values)}"]},
+            status=400,
+        )
+    if action and action not in RemediationAction.values:
+        return Response(
+            {"action": [f"unknown action; use {', '.join(RemediationAction.values)}"]},
+            status=400,
+        )
+    qs = incident_list(
+        cluster=request.query_params.get("cluster") or "", state=state, action=action
+    )
+    return Response([incident_to_dict(i) for i in qs[:500]])
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("cluster", str)],
+    responses={200: serializers.DictField()},
+)
+@api_view(["GET"])
+@permission_classes([IsViewer])
+def incidents_stats(request: Request) -> Response:
+    """Detection, decision and recovery time (p50 / p95, histogram) over the last 1000 incidents that acted."""
+    qs = incident_list(cluster=request.query_params.get("cluster") or "").exclude(
+        state__in=(IncidentState.SKIPPED, IncidentState.REJECTED)
+    )
+    return Response(incident_stats(qs[:1000]))
+
+
+@extend_schema(responses=IncidentDetailSerializer)
+@api_view(["GET"])
+@permission_classes([IsViewer])
+def incident_detail(request: Request, pk: int) -> Response:
+    """One incident with its timeline (milestones and every decision, oldest first)."""
+    return Response(_incident_detail(_incident(pk)))
+
+
+@extend_schema(request=None, responses={200: IncidentDetailSerializer, 409: None})
+@api_view(["POST"])
+@permission_classes([IsOperator])
+def incident_approve_view(request: Request, pk: int) -> Response:
+    """Approve an incident awaiting approval: guardrails are checked again, then it acts (409 with the reason if not)."""
+    incident = _incident(pk)
+    try:
+        incident_approve(incident=incident, user=request.user)
+    except RemediationRefused as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    return Response(_incident_detail(_incident(pk)))
+
+
+@extend_schema(request=None, responses={200: IncidentDetailSerializer, 409: None})
+@api_view(["POST"])
+@permission_classes([IsOperator])
+def incident_reject_view(request: Request, pk: int) -> Response:
+    """Decline an incident awaiting approval (the alert stays; 409 if it is not awaiting approval)."""
+    incident = _incident(pk)
+    try:
+        incident_reject(incident=incident, user=request.user)
+    except RemediationRefused as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    return Response(_incident_detail(_incident(pk)))
+
+
 urlpatterns = [
+    path("incidents/", incidents, name="api-incidents"),
+    path("incidents/stats/", incidents_stats, name="api-incidents-stats"),
+    path("incidents/<int:pk>/", incident_detail, name="api-incident-detail"),
+    path(
+        "incidents/<int:pk>/approve/", incident_approve_view, name="api-incident-approve"
+    ),
+    path("incidents/<int:pk>/reject/", incident_reject_view, name="api-incident-reject"),
     path("alerts/", alerts, name="api-alerts"),
     path("alerts/<int:pk>/ack/", alert_ack, name="api-alert-ack"),
     path("silences/", silences, name="api-silences"),

@@ -32,6 +32,17 @@ urlpatterns = [
         name="api-cluster-operations",
     ),
     path("operations/<int:pk>/", views.operation_detail, name="api-operation-detail"),
+    path(
+        "clusters/<slug:name>/maintenance/",
+        views.cluster_maintenance_view,
+        name="api-cluster-maintenance",
+    ),
+    path(
+        "clusters/<slug:name>/failback/",
+        views.cluster_failback_view,
+        name="api-cluster-failback",
+    ),
+    path("nodes/<slug:name>/readmit/", views.node_readmit_view, name="api-node-readmit"),
     path("", include("monitoring.api")),  # alerts, silences, alert rules
     path("", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -10,9 +10,10 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from console.models import Cluster, Operation, OperationKind, OperationState
+from console.models import Cluster, Node, Operation, OperationKind, OperationState
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
+from console.services.node_actions import ActionRefused, cluster_failback, cluster_maintenance_set, hccs_evidence, node_readmit
 from console.services.operations import OperationConflict, OperationRefused, operation_cancel, operation_start
 
 # Kinds an operator starts by hand from the cluster page.
@@ -29,6 +30,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
         "active": active,
         "recent": cluster.operations.all()[:10],
         "kinds": MANUAL_KINDS,
+        "on_roce": [hccs_evidence(n) for n in cluster.nodes.filter(link_mode="roce").order_by("rank")],
     })
 
 
@@ -87,3 +89,49 @@ def operation_list(request: HttpRequest) -> HttpResponse:
         "page": page, "filters": filters, "clusters": Cluster.objects.values_list("name", flat=True),
         "kinds": OperationKind.choices, "states": OperationState.choices,
     })
+
+
+@require_POST
+@role_required("operator")
+def cluster_maintenance(request: HttpRequest, name: str) -> HttpResponse:
+    """The maintenance-mode switch: on pauses every automatic remediation of the cluster."""
+    cluster = get_object_or_404(Cluster, name=name)
+    value = request.POST.get("maintenance_mode", "")
+    if value not in ("on", "off"):
+        messages.error(request, _("maintenance_mode must be on or off."))
+        return redirect("cluster-detail", name=name)
+    cluster_maintenance_set(cluster=cluster, on=value == "on", user=request.user,
+                            reason=request.POST.get("reason", "").strip(), request=request)
+    if value == "on":
+        messages.warning(request, _("Maintenance mode is on: automatic remediation is paused for {cluster}.").format(cluster=name))
+    else:
+        messages.success(request, _("Maintenance mode is off: automatic remediation is active again."))
+    return redirect("cluster-detail", name=name)
+
+
+@require_POST
+@role_required("operator")
+def cluster_failback_view(request: HttpRequest, name: str) -> HttpResponse:
+    """Fail the nodes on RoCE back to HCCS: a manual failover operation (never automatic)."""
+    cluster = get_object_or_404(Cluster, name=name)
+    try:
+        op = cluster_failback(cluster=cluster, user=request.user, reason=request.POST.get("reason", "").strip(),
+                              request=request, source="ui")
+    except (ActionRefused, OperationConflict, OperationRefused) as exc:
+        messages.error(request, str(exc))
+        return redirect("cluster-detail", name=name)
+    return HttpResponseRedirect(reverse("operation-detail", args=[op.pk]))
+
+
+@require_POST
+@role_required("operator")
+def node_readmit_view(request: HttpRequest, name: str) -> HttpResponse:
+    """Preflight an out-of-service node; when every check passes it is an idle spare again."""
+    node = get_object_or_404(Node, name=name)
+    try:
+        result = node_readmit(node=node, user=request.user, request=request)
+    except ActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, _("{node} passed {n} preflight checks and is an idle spare again.").format(node=name, n=len(result["checks"])))
+    return redirect("overview")

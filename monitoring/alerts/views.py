@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib import messages
+from django.contrib.staticfiles import finders
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -14,6 +15,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console.permissions import has_role, role_required
 from monitoring.alerts.catalog import METRICS
 from monitoring.alerts.forms import AlertRuleForm, SilenceForm
+from monitoring.alerts.incidents import (
+    incident_list,
+    incident_operations,
+    incident_stats,
+    incident_timeline,
+)
 from monitoring.alerts.selectors import alert_list
 from monitoring.alerts.services import alert_acknowledge, rule_save, silence_create
 from monitoring.models_alerts import (
@@ -22,7 +29,11 @@ from monitoring.models_alerts import (
     SEVERITY_COLORS,
     Alert,
     AlertRule,
+    Incident,
+    IncidentState,
+    RemediationAction,
 )
+from monitoring.remediation import RemediationRefused, incident_approve, incident_reject
 
 
 @require_GET
@@ -128,3 +139,74 @@ def rule_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         {"form": form, "rule": rule},
         status=400 if form.errors else 200,
     )
+
+
+# -- incidents ------------------------------------------------------------------------
+
+
+@require_GET
+@role_required("viewer")
+def incidents_page(request: HttpRequest) -> HttpResponse:
+    """Every incident (newest 200) with detection / decision / MTTR p50 / p95 and their distribution."""
+    filters = {k: request.GET.get(k, "") for k in ("cluster", "state", "action")}
+    if filters["state"] not in ("", *IncidentState.values):
+        filters["state"] = ""
+    if filters["action"] not in ("", *RemediationAction.values):
+        filters["action"] = ""
+    qs = incident_list(**filters)
+    acted = qs.exclude(state__in=(IncidentState.SKIPPED, IncidentState.REJECTED))
+    stats = incident_stats(acted[:1000])
+    return render(
+        request,
+        "monitoring/incidents.html",
+        {
+            "incidents": list(qs[:200]),
+            "stats": stats,
+            "filters": filters,
+            "states": IncidentState.choices,
+            "actions": RemediationAction.choices,
+            "vendor_ok": finders.find("vendor/uplot/uPlot.iife.min.js") is not None,
+        },
+    )
+
+
+@require_GET
+@role_required("viewer")
+def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One incident: milestones, every decision, the operations it ran, approve / reject for operators."""
+    incident = get_object_or_404(
+        Incident.objects.select_related("alert__rule", "cluster", "node", "approved_by"), pk=pk
+    )
+    return render(
+        request,
+        "monitoring/incident_detail.html",
+        {
+            "incident": incident,
+            "timeline": incident_timeline(incident),
+            "operations": incident_operations(incident),
+            "can_decide": incident.state == IncidentState.AWAITING_APPROVAL and has_role(request.user, "operator"),
+        },
+    )
+
+
+@require_POST
+@role_required("operator")
+def incident_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    """The approve / reject buttons of an incident awaiting approval."""
+    incident = get_object_or_404(Incident, pk=pk)
+    decision = request.POST.get("decision", "")
+    try:
+        if decision == "approve":
+            op = incident_approve(incident=incident, user=request.user)
+            if op is not None:
+                messages.success(request, _("Approved: operation #{id} started.").format(id=op.pk))
+                return redirect("operation-detail", pk=op.pk)
+            messages.warning(request, _("Approved, but a precondition failed: the incident was escalated."))
+        elif decision == "reject":
+            incident_reject(incident=incident, user=request.user)
+            messages.info(request, _("Rejected: nothing will be done; the alert stays."))
+        else:
+            messages.error(request, _("Unknown decision {decision!r}; use approve or reject.").format(decision=decision))
+    except RemediationRefused as exc:
+        messages.error(request, str(exc))
+    return redirect("incident-detail", pk=pk)

@@ -49,6 +49,15 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "alert-ack": ("POST", (R, 403, R, R)),
     "alert-silence": ("POST", (R, 403, R, R)),
     "alert-rules": ("GET", (R, 200, 200, 200)),
+    "incidents": ("GET", (R, 200, 200, 200)),
+    "incident-detail": ("GET", (R, 200, 200, 200)),
+    # the fixture incident was skipped: approve/reject are refused with a message
+    "incident-decide": ("POST", (R, 403, R, R)),
+    "cluster-maintenance": ("POST", (R, 403, R, R)),
+    # no node is on RoCE: refused with a message, redirect back
+    "cluster-failback": ("POST", (R, 403, R, R)),
+    # the node is in service: refused with a message, nothing runs
+    "node-readmit": ("POST", (R, 403, R, R)),
     "alert-rule-new": ("GET", (R, 403, 403, 200)),
     "alert-rule-edit": ("GET", (R, 403, 403, 200)),
     # --- REST API (anonymous -> 401, token auth advertises WWW-Authenticate) ---
@@ -76,6 +85,18 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "api-silences": ("POST", (401, 403, 400, 400)),
     "api-alert-rules": ("POST", (401, 403, 403, 400)),
     "api-alert-rule-detail": ("PATCH", (401, 403, 403, 400)),
+    "api-incidents": ("GET", (401, 200, 200, 200)),
+    "api-incidents-stats": ("GET", (401, 200, 200, 200)),
+    "api-incident-detail": ("GET", (401, 200, 200, 200)),
+    # the fixture incident was skipped, not awaiting approval
+    "api-incident-approve": ("POST", (401, 403, 409, 409)),
+    "api-incident-reject": ("POST", (401, 403, 409, 409)),
+    # no maintenance_mode in the body
+    "api-cluster-maintenance": ("POST", (401, 403, 400, 400)),
+    # no node on RoCE
+    "api-cluster-failback": ("POST", (401, 403, 409, 409)),
+    # the node is in service
+    "api-node-readmit": ("POST", (401, 403, 409, 409)),
 }
 
 
@@ -110,7 +131,7 @@ def _routes() -> list[tuple[str, str]]:
 @pytest.fixture
 def world(cluster: Cluster, viewer: Any, operator: Any, admin: Any) -> dict[str, Any]:
     from monitoring.alerts.services import alert_rules_seed
-    from monitoring.models_alerts import Alert, AlertRule
+    from monitoring.models_alerts import Alert, AlertRule, Incident
 
     alert_rules_seed()
     rule = AlertRule.objects.order_by("pk").first()
@@ -129,12 +150,22 @@ def world(cluster: Cluster, viewer: Any, operator: Any, admin: Any) -> dict[str,
         cluster=cluster, kind="start", state="succeeded", finished_at=now
     )
     key = ApiKey.objects.create(name="matrix", prefix="mx", digest="x" * 64)
+    incident = Incident.objects.create(
+        alert=alert,
+        cluster=cluster,
+        action="failover",
+        policy="auto",
+        state="skipped",
+        fault_onset_at=now,
+        detected_at=now,
+    )
     return {
         "cluster": cluster,
         "op": op,
         "alert": alert,
         "rule": rule,
         "key": key,
+        "incident": incident,
         "users": {"viewer": viewer, "operator": operator, "admin": admin},
     }
 
@@ -142,7 +173,9 @@ def world(cluster: Cluster, viewer: Any, operator: Any, admin: Any) -> dict[str,
 def _params(name: str, w: dict[str, Any]) -> dict[str, Any]:
     cluster = w["cluster"]
     pk = w["op"].pk
-    if name.startswith(("alert-rule", "api-alert-rule")):
+    if name.startswith(("incident", "api-incident")):
+        pk = w["incident"].pk
+    elif name.startswith(("alert-rule", "api-alert-rule")):
         pk = w["rule"].pk
     elif name.startswith(("alert", "api-alert")):
         pk = w["alert"].pk
@@ -152,7 +185,7 @@ def _params(name: str, w: dict[str, Any]) -> dict[str, Any]:
         pk = cluster.profile.pk
     node_or_cluster = (
         cluster.nodes.order_by("name").first().name
-        if name == "api-node-detail"
+        if name in ("api-node-detail", "api-node-readmit", "node-readmit")
         else cluster.name
     )
     return {"name": node_or_cluster, "pk": pk, "cluster_id": cluster.pk}

@@ -1,0 +1,217 @@
+"""Incidents through the REST API and the pages: list, stats, timeline, approve / reject;
+maintenance mode, manual failback and re-admission of a replaced node."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from console.models import AuditEvent, Cluster, ClusterState, Node, NodeRole, NodeState, Operation
+from monitoring.alerts.incidents import incident_stats
+from monitoring.models_alerts import Alert, AlertRule, Incident, IncidentState
+from tests.conftest import login
+from tests.factories import make_cluster
+
+pytestmark = pytest.mark.django_db
+
+
+def api(user: Any) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def ask_incident(cluster: Cluster) -> Incident:
+    """A firing HCCS alert whose rule asks first, decided by the real remediation code."""
+    from monitoring import remediation
+
+    Cluster.objects.filter(pk=cluster.pk).update(state=ClusterState.RUNNING)
+    node = cluster.ranked_nodes()[2]
+    rule = AlertRule.objects.get(name="Requests waiting")
+    AlertRule.objects.filter(pk=rule.pk).update(remediation_policy="ask", remediation_action="restart")
+    now = timezone.now()
+    alert = Alert.objects.create(
+        rule=rule, cluster=cluster, node=node, target=cluster.name, state="firing", severity=rule.severity,
+        value=40.0, message="test", fault_onset_at=now - timedelta(seconds=7), pending_at=now, fired_at=now,
+    )
+    incident = remediation.alert_firing(alert)
+    assert incident is not None and incident.state == IncidentState.AWAITING_APPROVAL
+    return incident
+
+
+def test_the_api_lists_an_incident_with_its_timeline_and_an_operator_approves_it(
+    ask_incident: Incident, viewer: Any, operator: Any
+) -> None:
+    listed = api(viewer).get("/api/incidents/", {"state": "awaiting_approval"}).json()
+    assert [i["id"] for i in listed] == [ask_incident.pk]
+    assert listed[0]["detection_s"] == pytest.approx(7.0, abs=0.01) and listed[0]["decision_s"] is None
+    detail = api(viewer).get(f"/api/incidents/{ask_incident.pk}/").json()
+    kinds = [row["kind"] for row in detail["timeline"]]
+    assert kinds[:2] == ["fault_onset", "detected"] and "decision:ask" in kinds
+    # a viewer may look but not decide
+    assert api(viewer).post(f"/api/incidents/{ask_incident.pk}/approve/").status_code == 403
+    response = api(operator).post(f"/api/incidents/{ask_incident.pk}/approve/")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["state"] == "running" and body["approved_by"] == operator.username
+    op = Operation.objects.get(pk=body["operations"][0])
+    assert op.kind == "restart" and op.requested_by == operator and op.params["incident"] == ask_incident.pk
+    assert "decision:approve" in [row["kind"] for row in body["timeline"]]
+    again = api(operator).post(f"/api/incidents/{ask_incident.pk}/approve/")
+    assert again.status_code == 409 and "not awaiting approval" in again.json()["detail"]
+    assert AuditEvent.objects.filter(action="remediation.approve", actor=operator).exists()
+
+
+def test_a_rejected_incident_does_nothing_and_the_page_shows_no_buttons_afterwards(
+    ask_incident: Incident, operator: Any, viewer: Any
+) -> None:
+    page = login(operator).get(f"/alerts/incidents/{ask_incident.pk}/")
+    assert page.status_code == 200 and b'id="incident-decide"' in page.content
+    assert b'id="incident-decide"' not in login(viewer).get(f"/alerts/incidents/{ask_incident.pk}/").content
+    response = login(operator).post(f"/alerts/incidents/{ask_incident.pk}/decide", {"decision": "reject"})
+    assert response.status_code == 302
+    ask_incident.refresh_from_db()
+    assert ask_incident.state == IncidentState.REJECTED and ask_incident.operation_ids == []
+    assert not Operation.objects.filter(cluster=ask_incident.cluster).exists()
+    page = login(operator).get(f"/alerts/incidents/{ask_incident.pk}/")
+    assert b'id="incident-decide"' not in page.content and b"rejected by" in page.content
+    assert api(operator).post(f"/api/incidents/{ask_incident.pk}/reject/").status_code == 409
+
+
+def test_approving_from_the_page_opens_the_operation(ask_incident: Incident, operator: Any) -> None:
+    response = login(operator).post(f"/alerts/incidents/{ask_incident.pk}/decide", {"decision": "approve"})
+    op = Operation.objects.get(cluster=ask_incident.cluster)
+    assert response.status_code == 302 and response["Location"] == f"/operations/{op.pk}/"
+
+
+def _incident(cluster: Cluster, onset: Any, *, detect_s: float, decide_s: float | None, mttr_s: float | None, state: str = "recovered") -> Incident:
+    rule = AlertRule.objects.get(name="HCCS link loss")
+    alert = Alert.objects.create(rule=rule, cluster=cluster, target=f"n{Alert.objects.count()}", state="resolved", severity="warning",
+                                 fault_onset_at=onset, pending_at=onset)
+    return Incident.objects.create(
+        alert=alert, cluster=cluster, action="failover", policy="auto", state=state, fault_onset_at=onset,
+        detected_at=onset + timedelta(seconds=detect_s),
+        operation_started_at=onset + timedelta(seconds=detect_s + decide_s) if decide_s is not None else None,
+        resolved_at=onset + timedelta(seconds=mttr_s) if mttr_s is not None else None,
+    )
+
+
+def test_stats_give_nearest_rank_percentiles_and_a_histogram(cluster: Cluster, viewer: Any) -> None:
+    t0 = timezone.now()
+    for k, detect in enumerate([1.0, 2.0, 3.0, 4.0, 40.0]):
+        _incident(cluster, t0 + timedelta(minutes=k), detect_s=detect, decide_s=0.5, mttr_s=detect * 10)
+    _incident(cluster, t0, detect_s=2.0, decide_s=None, mttr_s=None, state="skipped")  # left out: it did not act
+    stats = api(viewer).get("/api/incidents/stats/").json()
+    assert stats["count"] == 5 and stats["manual_reference_s"] == 180
+    assert stats["detection"]["p50"] == 3.0 and stats["detection"]["p95"] == 40.0
+    assert stats["decision"]["p50"] == 0.5
+    # buckets ≤5, ≤10, ≤30, ≤60, ≤180, ≤600, ≤1800, >1800
+    assert stats["detection"]["histogram"] == [4, 0, 0, 1, 0, 0, 0, 0]
+    assert stats["mttr"]["histogram"] == [0, 1, 2, 1, 0, 1, 0, 0]
+    assert incident_stats([])["detection"] == {"n": 0, "p50": None, "p95": None, "histogram": [0] * 8}
+    page = login(viewer).get("/alerts/incidents/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert 'id="incident-histogram"' in text and 'data-series="detection"' in text
+    assert page.context["stats"]["detection"]["p95"] == 40.0
+    assert len(page.context["incidents"]) == 6  # the table shows the skipped one too
+
+
+def test_bad_filters_are_refused_naming_the_field(viewer: Any) -> None:
+    response = api(viewer).get("/api/incidents/", {"state": "exploded"})
+    assert response.status_code == 400 and "state" in response.json()
+    response = api(viewer).get("/api/incidents/", {"action": "reboot"})
+    assert response.status_code == 400 and "action" in response.json()
+
+
+def test_maintenance_mode_is_switched_by_an_operator_and_audited(cluster: Cluster, operator: Any, viewer: Any) -> None:
+    assert api(viewer).post(f"/api/clusters/{cluster.name}/maintenance/", {"maintenance_mode": True}, format="json").status_code == 403
+    bad = api(operator).post(f"/api/clusters/{cluster.name}/maintenance/", {"maintenance_mode": "perhaps"}, format="json")
+    assert bad.status_code == 400 and "maintenance_mode" in bad.json()
+    cluster.refresh_from_db()
+    assert cluster.maintenance_mode is False  # nothing half-applied
+    ok = api(operator).post(f"/api/clusters/{cluster.name}/maintenance/", {"maintenance_mode": True, "reason": "NIC swap"}, format="json")
+    assert ok.status_code == 200 and ok.json()["maintenance_mode"] is True
+    event = AuditEvent.objects.get(action="cluster.maintenance")
+    assert event.actor == operator and event.after == {"maintenance_mode": True} and event.message == "NIC swap"
+    page = login(operator).get(f"/clusters/{cluster.name}/")
+    assert b'value="off"' in page.content  # the switch now offers to end it
+    login(operator).post(f"/clusters/{cluster.name}/maintenance/", {"maintenance_mode": "off"})
+    cluster.refresh_from_db()
+    assert cluster.maintenance_mode is False
+
+
+def test_failback_is_a_manual_failover_back_to_hccs_with_the_evidence(cluster: Cluster, operator: Any, viewer: Any) -> None:
+    refused = api(operator).post(f"/api/clusters/{cluster.name}/failback/", {}, format="json")
+    assert refused.status_code == 409 and "nothing to fail back" in refused.json()["detail"]
+    node = cluster.ranked_nodes()[2]
+    Node.objects.filter(pk=node.pk).update(link_mode="roce", link_mode_since=timezone.now(), link_mode_reason="HCCS loss 20 %")
+    evidence = api(viewer).get(f"/api/clusters/{cluster.name}/failback/").json()["nodes"]
+    assert [e["node"] for e in evidence] == [node.name] and evidence[0]["reason"] == "HCCS loss 20 %"
+    page = login(operator).get(f"/clusters/{cluster.name}/")
+    assert b'id="failback-form"' in page.content and b"HCCS loss 20 %" in page.content
+    assert api(viewer).post(f"/api/clusters/{cluster.name}/failback/", {}, format="json").status_code == 403
+    created = api(operator).post(f"/api/clusters/{cluster.name}/failback/", {"reason": "cable replaced"}, format="json")
+    assert created.status_code == 201, created.content
+    op = Operation.objects.get(pk=created.json()["id"])
+    assert op.kind == "failover" and op.params["link_modes"] == {node.name: "hccs"} and op.reason == "cable replaced"
+    assert op.params["failback"][0]["node"] == node.name  # the evidence shown, kept with the operation
+    assert AuditEvent.objects.filter(action="operation.failover", actor=operator).exists()
+
+
+def _out_of_service(name: str) -> Node:
+    cluster = make_cluster(name=name, nodes=1)
+    node = cluster.ranked_nodes()[0]
+    node.management_ip = "127.0.0.1"
+    node.save()
+    Node.objects.filter(pk=node.pk).update(cluster=None, rank=None, role=NodeRole.SPARE, state=NodeState.OUT_OF_SERVICE,
+                                           link_mode_reason="replaced by spare-1 (operation #7)")
+    node.refresh_from_db()
+    return node
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_readmission_runs_the_preflight_and_refuses_a_failing_node(tmp_path: Path) -> None:
+    from console.services.agents import agent_call
+    from tests.agents import agent_worker
+    from tests.factories import make_user
+    from tests.integration.test_agent import FAST_SIM
+
+    node = _out_of_service("readmit")
+    ops = make_user("rita", "operator")
+    in_service = make_cluster(name="busy", nodes=1).ranked_nodes()[0]
+    response = api(ops).post(f"/api/nodes/{in_service.name}/readmit/")
+    assert response.status_code == 409 and "not out of service" in response.json()["detail"]
+    env = {**FAST_SIM, "SIM_STATE_DIR": str(tmp_path), "SIM_NPU_IPS": ",".join(f"127.10.97.{i + 1}" for i in range(8))}
+    with agent_worker(node.name, extra_env=env):
+        agent_call(node.name, "sim.inject", fault="roce-down")
+        refused = api(ops).post(f"/api/nodes/{node.name}/readmit/")
+        assert refused.status_code == 409, refused.content
+        body = refused.json()
+        assert "preflight failed" in body["detail"] and any(c["status"] == "fail" for c in body["checks"])
+        node.refresh_from_db()
+        assert node.state == NodeState.OUT_OF_SERVICE  # nothing changed
+        agent_call(node.name, "sim.clear")
+        ok = api(ops).post(f"/api/nodes/{node.name}/readmit/")
+        assert ok.status_code == 200, ok.content
+        assert ok.json()["state"] == "ready" and ok.json()["checks"]
+    node.refresh_from_db()
+    assert (node.state, node.role, node.cluster_id, node.link_mode) == ("ready", "spare", None, "hccs")
+    results = list(AuditEvent.objects.filter(action="node.readmit", target_id=str(node.pk)).order_by("pk").values_list("result", flat=True))
+    assert results == ["failure", "success"]
+
+
+def test_an_out_of_service_spare_shows_a_readmit_button_to_operators(operator: Any, viewer: Any) -> None:
+    node = _out_of_service("oos")
+    page = login(operator).get("/")
+    assert f'id="readmit-{node.name}"'.encode() in page.content and b"replaced by spare-1" in page.content
+    assert f'id="readmit-{node.name}"'.encode() not in Client().get("/").content
+    assert f'id="readmit-{node.name}"'.encode() not in login(viewer).get("/").content
