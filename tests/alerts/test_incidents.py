@@ -215,3 +215,11 @@ def test_an_out_of_service_spare_shows_a_readmit_button_to_operators(operator: A
     assert f'id="readmit-{node.name}"'.encode() in page.content and b"replaced by spare-1" in page.content
     assert f'id="readmit-{node.name}"'.encode() not in Client().get("/").content
     assert f'id="readmit-{node.name}"'.encode() not in login(viewer).get("/").content
+
+
+def test_the_incident_pages_speak_chinese_by_default(ask_incident: Incident, operator: Any) -> None:
+    client = login(operator)
+    listing = client.get("/alerts/incidents/").content.decode()
+    assert "检测与恢复" in listing and "人工诊断约需 180 秒" in listing
+    detail = client.get(f"/alerts/incidents/{ask_incident.pk}/").content.decode()
+    assert "批准" in detail and "拒绝" in detail and "故障开始（首个异常采样）" in detail
