@@ -26,6 +26,8 @@ urlpatterns = [
     ),
     path("telemetry/range/", views.telemetry_range, name="api-telemetry-range"),
     path("tokens/me/", views.token_me, name="api-token-me"),
+    path("apikeys/", views.apikeys, name="api-apikeys"),
+    path("apikeys/<int:pk>/revoke/", views.apikey_revoke_view, name="api-apikey-revoke"),
     path(
         "clusters/<slug:name>/operations/",
         views.cluster_operations,

@@ -85,6 +85,8 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "api-silences": ("POST", (401, 403, 400, 400)),
     "api-alert-rules": ("POST", (401, 403, 403, 400)),
     "api-alert-rule-detail": ("PATCH", (401, 403, 403, 400)),
+    "api-apikeys": ("GET", (401, 403, 403, 200)),
+    "api-apikey-revoke": ("POST", (401, 403, 403, 200)),
     "api-incidents": ("GET", (401, 200, 200, 200)),
     "api-incidents-stats": ("GET", (401, 200, 200, 200)),
     "api-incident-detail": ("GET", (401, 200, 200, 200)),
@@ -179,7 +181,7 @@ def _params(name: str, w: dict[str, Any]) -> dict[str, Any]:
         pk = w["rule"].pk
     elif name.startswith(("alert", "api-alert")):
         pk = w["alert"].pk
-    elif name.startswith("apikey"):
+    elif name.startswith(("apikey", "api-apikey")):
         pk = w["key"].pk
     elif name == "api-profile-detail":
         pk = cluster.profile.pk
