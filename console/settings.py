@@ -304,12 +304,17 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ascend vLLM Ops Console API",
-    "DESCRIPTION": "Admin API: clusters, nodes, profiles, operations, telemetry, alerts, audit.",
+    "DESCRIPTION": "Admin API: clusters, nodes, profiles, operations, telemetry, alerts, incidents, API keys, audit.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",  # served from local static files, no CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # one schema name per choice set that several serializers use
+    "ENUM_NAME_OVERRIDES": {
+        "IncidentStateEnum": "monitoring.models_alerts.IncidentState",
+        "RemediationActionEnum": "monitoring.models_alerts.RemediationAction",
+    },
 }
 
 # --- Inference gateway (/v1/..., console/gateway/) -----------------------------------

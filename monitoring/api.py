@@ -356,9 +356,27 @@ def incidents(request: Request) -> Response:
     return Response([incident_to_dict(i) for i in qs[:500]])
 
 
+class TimeStatsSerializer(serializers.Serializer[Any]):
+    n = serializers.IntegerField()
+    p50 = serializers.FloatField(allow_null=True)
+    p95 = serializers.FloatField(allow_null=True)
+    histogram = serializers.ListField(
+        child=serializers.IntegerField(), help_text="counts per bucket of buckets_s, then one for longer"
+    )
+
+
+class IncidentStatsSerializer(serializers.Serializer[Any]):
+    count = serializers.IntegerField()
+    buckets_s = serializers.ListField(child=serializers.IntegerField())
+    manual_reference_s = serializers.IntegerField()
+    detection = TimeStatsSerializer()
+    decision = TimeStatsSerializer()
+    mttr = TimeStatsSerializer()
+
+
 @extend_schema(
     parameters=[OpenApiParameter("cluster", str)],
-    responses={200: serializers.DictField()},
+    responses=IncidentStatsSerializer,
 )
 @api_view(["GET"])
 @permission_classes([IsViewer])

@@ -496,9 +496,23 @@ class FailbackSerializer(serializers.Serializer[Any]):
     )
 
 
+class HccsEvidenceSerializer(serializers.Serializer[Any]):
+    node = serializers.CharField()
+    link_mode = serializers.CharField()
+    since = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField()
+    hccs_loss_pct = serializers.FloatField(allow_null=True)
+    sampled_at = serializers.DateTimeField(allow_null=True)
+    unhealthy_links = serializers.ListField(child=serializers.CharField())
+
+
+class FailbackEvidenceSerializer(serializers.Serializer[Any]):
+    nodes = HccsEvidenceSerializer(many=True)
+
+
 @extend_schema(
     request=FailbackSerializer,
-    responses={201: OperationSerializer, 200: serializers.DictField(), 409: None},
+    responses={201: OperationSerializer, 200: FailbackEvidenceSerializer, 409: None},
 )
 @api_view(["GET", "POST"])
 @permission_classes([IsViewer])
