@@ -393,6 +393,15 @@ def operation_finished(operation_id: int) -> None:
             _set(incident, operation_started_at=op.started_at)
         if op.state == OperationState.SUCCEEDED:
             _succeeded(incident, op)
+        elif op.state == OperationState.CANCELLED:
+            # a person stepped in: automation stands down for this incident
+            who = (op.params or {}).get("cancel_requested") or "an operator"
+            _set(incident, state=IncidentState.SKIPPED, summary=f"operation #{op.pk} was cancelled by {who}; no further automatic action")
+            _note(incident, "skip", f"operation #{op.pk} was cancelled by {who}: automation stands down for this incident", operation=op.pk)
+        elif op.state == OperationState.INTERRUPTED:
+            # the control plane itself lost the operation: never pile another restart on top
+            _escalate(incident, f"operation #{op.pk} ({op.kind}) was interrupted: {op.error[:200]}; "
+                                "check the control worker and the cluster, then act by hand", operation=op.pk)
         else:
             _failed(incident, op)
 

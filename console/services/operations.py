@@ -119,8 +119,9 @@ def operation_heartbeat(operation_id: int) -> bool:
 def operation_cancel(*, operation: Operation, user: Any, request: Any = None) -> Operation:
     """Ask a queued or running operation to stop; a running one rolls back after its current step."""
     if operation.state == OperationState.QUEUED:
+        params = {**operation.params, "cancel_requested": getattr(user, "username", "system")}
         Operation.objects.filter(pk=operation.pk, state=OperationState.QUEUED).update(
-            state=OperationState.CANCELLED, finished_at=timezone.now(), error="cancelled before it started"
+            state=OperationState.CANCELLED, finished_at=timezone.now(), error="cancelled before it started", params=params
         )
     elif operation.state == OperationState.RUNNING:
         params = dict(operation.params)
@@ -129,6 +130,10 @@ def operation_cancel(*, operation: Operation, user: Any, request: Any = None) ->
     audit_record(action="operation.cancel", actor=user, request=request, target=operation)
     operation.refresh_from_db()
     operation_publish(operation)
+    if operation.state == OperationState.CANCELLED:  # never ran: no runner will report it
+        from monitoring.remediation import operation_finished
+
+        operation_finished(operation.pk)
     return operation
 
 
@@ -178,6 +183,11 @@ def operation_reap_interrupted(now: Any = None) -> list[int]:
             if op.kind in (OperationKind.START, OperationKind.RESTART, OperationKind.FAILOVER, OperationKind.STOP, OperationKind.SCALE_OUT, OperationKind.REPLACE):
                 cluster_set_state(op.cluster, ClusterState.FAILED)
             reaped.append(op.pk)
+    if reaped:
+        from monitoring.remediation import operation_finished  # the incident that started it, if any
+
+        for pk in reaped:
+            operation_finished(pk)
     return reaped
 
 

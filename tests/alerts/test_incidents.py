@@ -223,3 +223,31 @@ def test_the_incident_pages_speak_chinese_by_default(ask_incident: Incident, ope
     assert "检测与恢复" in listing and "人工诊断约需 180 秒" in listing
     detail = client.get(f"/alerts/incidents/{ask_incident.pk}/").content.decode()
     assert "批准" in detail and "拒绝" in detail and "故障开始（首个异常采样）" in detail
+
+
+def test_a_cancelled_operation_stands_automation_down(ask_incident: Incident, operator: Any) -> None:
+    from console.services.operations import operation_cancel
+    from monitoring import remediation
+
+    op = remediation.incident_approve(incident=ask_incident, user=operator)
+    assert op is not None and op.state == "queued"
+    operation_cancel(operation=op, user=operator)
+    ask_incident.refresh_from_db()
+    assert ask_incident.state == IncidentState.SKIPPED and f"cancelled by {operator.username}" in ask_incident.summary
+    assert Operation.objects.filter(cluster=ask_incident.cluster).count() == 1  # nothing retried behind the operator's back
+
+
+def test_an_interrupted_operation_escalates_instead_of_retrying(ask_incident: Incident, operator: Any, settings: Any) -> None:
+    from console.services.operations import operation_reap_interrupted
+    from monitoring import remediation
+
+    op = remediation.incident_approve(incident=ask_incident, user=operator)
+    assert op is not None
+    Operation.objects.filter(pk=op.pk).update(created_at=timezone.now() - timedelta(seconds=settings.OPERATION_QUEUE_STALE_S + 5))
+    assert operation_reap_interrupted() == [op.pk]
+    ask_incident.refresh_from_db()
+    assert ask_incident.state == IncidentState.ESCALATED and "interrupted" in ask_incident.summary
+    alert = ask_incident.alert
+    alert.refresh_from_db()
+    assert alert.severity == "critical" and alert.message.startswith("ESCALATED")
+    assert Operation.objects.filter(cluster=ask_incident.cluster).count() == 1
