@@ -141,7 +141,7 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
     with transaction.atomic():
         if action != RemediationAction.NONE and cluster is not None:
             joined = (
-                Incident.objects.select_for_update()
+                Incident.objects.select_for_update(of=("self",))
                 .filter(cluster=cluster, action=action, state__in=INCIDENT_OPEN_STATES)
                 .exclude(alert=alert)
                 .first()
@@ -350,7 +350,7 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
 def incident_approve(*, incident: Incident, user: Any) -> Operation | None:
     """An operator approves an ``ask`` incident: guardrails again, then act. Raises RemediationRefused."""
     with transaction.atomic():
-        incident = Incident.objects.select_for_update().select_related("alert__rule", "cluster", "node").get(pk=incident.pk)
+        incident = Incident.objects.select_for_update(of=("self",)).select_related("alert__rule", "cluster", "node").get(pk=incident.pk)
         if incident.state != IncidentState.AWAITING_APPROVAL:
             raise RemediationRefused(f"incident #{incident.pk} is {incident.state}, not awaiting approval")
         _set(incident, approved_by=user, approved_at=timezone.now(), state=IncidentState.SCHEDULED)
@@ -369,7 +369,7 @@ def incident_approve(*, incident: Incident, user: Any) -> Operation | None:
 def incident_reject(*, incident: Incident, user: Any) -> Incident:
     """An operator declines an ``ask`` incident (the alert stays)."""
     with transaction.atomic():
-        incident = Incident.objects.select_for_update().select_related("alert").get(pk=incident.pk)
+        incident = Incident.objects.select_for_update(of=("self",)).select_related("alert").get(pk=incident.pk)
         if incident.state != IncidentState.AWAITING_APPROVAL:
             raise RemediationRefused(f"incident #{incident.pk} is {incident.state}, not awaiting approval")
         _set(incident, state=IncidentState.REJECTED, summary=f"rejected by {user.username}")
@@ -385,7 +385,7 @@ def operation_finished(operation_id: int) -> None:
         return
     with transaction.atomic():
         incident = (
-            Incident.objects.select_for_update().select_related("alert__rule", "cluster", "node").filter(pk=incident_id).first()
+            Incident.objects.select_for_update(of=("self",)).select_related("alert__rule", "cluster", "node").filter(pk=incident_id).first()
         )
         if incident is None or incident.state != IncidentState.RUNNING:
             return
@@ -485,7 +485,7 @@ def _failed(incident: Incident, op: Operation) -> None:
 def remediation_retry(incident_id: int) -> None:
     """The backoff ran out: try the incident's action again (unless something changed meanwhile)."""
     with transaction.atomic():
-        incident = Incident.objects.select_for_update().select_related("alert__rule", "cluster", "node").filter(pk=incident_id).first()
+        incident = Incident.objects.select_for_update(of=("self",)).select_related("alert__rule", "cluster", "node").filter(pk=incident_id).first()
         if incident is None or incident.state != IncidentState.RUNNING:
             return
         cluster = incident.cluster
@@ -502,7 +502,7 @@ def alert_resolved(alert: Alert) -> None:
     """The alert resolved: close its incidents' clocks; an unapproved proposal lapses."""
     now = alert.resolved_at or timezone.now()
     with transaction.atomic():
-        for incident in Incident.objects.select_for_update().select_related("alert").filter(alert=alert, resolved_at__isnull=True):
+        for incident in Incident.objects.select_for_update(of=("self",)).select_related("alert").filter(alert=alert, resolved_at__isnull=True):
             if incident.state == IncidentState.AWAITING_APPROVAL:
                 _set(incident, state=IncidentState.SKIPPED, summary="the alert resolved before anyone approved", resolved_at=now)
                 _note(incident, "lapse", "the alert resolved before anyone approved the action")
