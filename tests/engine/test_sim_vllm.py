@@ -259,7 +259,7 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=120,  # generous: a loaded 2-core CI box can stall a cold interpreter
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
 
