@@ -15,7 +15,7 @@ from console.services.inventory import demo_seed
 from monitoring.alerts.services import alert_rules_seed, alerts_evaluate
 from monitoring.models_alerts import Alert
 from tests.alerts.helpers import ingest
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, uvicorn_server
+from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -47,11 +47,7 @@ def test_it_shows_a_firing_alert_live_and_acknowledges_it() -> None:
         )
         stack.callback(browser.close)
         page = browser.new_page(locale="en-US")
-        page.goto(f"{base}/accounts/login/")
-        page.fill("input[name=username]", "otto")
-        page.fill("input[name=password]", "pw-otto")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/")
+        browser_login(page, base, "otto")
         page.goto(f"{base}/alerts/")
         page.wait_for_selector("#conn-state.live", timeout=30_000)
         assert page.locator("#alerts-banner.hidden").count() == 1

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -39,6 +40,15 @@ CHROMIUM_ARGS = [
 ]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def browser_login(page: Any, base: str, username: str) -> None:
+    """Log in through the real login form (test users have password ``pw-<name>``)."""
+    page.goto(f"{base}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", f"pw-{username}")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
 
 
 @contextmanager
@@ -154,11 +164,7 @@ def test_it_shows_live_charts_and_a_32_chip_heatmap(tmp_path: Path) -> None:
         )
         stack.callback(browser.close)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
-        page.goto(f"{base}/accounts/login/")
-        page.fill("input[name=username]", "watcher")
-        page.fill("input[name=password]", "pw-watcher")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/")
+        browser_login(page, base, "watcher")
         page.goto(f"{base}/monitoring/clusters/{cluster.pk}/")
         page.wait_for_selector("#conn-state.live", timeout=30_000)
         assert (

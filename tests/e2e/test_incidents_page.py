@@ -13,7 +13,7 @@ from console.services.inventory import demo_seed
 from monitoring import remediation
 from monitoring.alerts.services import alert_rules_seed
 from monitoring.models_alerts import Alert, AlertRule, Incident
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, uvicorn_server
+from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -54,11 +54,7 @@ def test_the_histogram_draws_and_an_operator_approves_from_the_incident_page() -
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         stack.callback(browser.close)
         page = browser.new_page(locale="en-US")
-        page.goto(f"{base}/accounts/login/")
-        page.fill("input[name=username]", "ivy")
-        page.fill("input[name=password]", "pw-ivy")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/")
+        browser_login(page, base, "ivy")
         page.goto(f"{base}/alerts/incidents/")
         page.wait_for_selector("#incident-histogram canvas", timeout=15_000)
         legend = page.locator("#incident-histogram .u-legend").inner_text()

@@ -16,7 +16,7 @@ from django.db import connection
 
 from console.models import ClusterState
 from console.services.operations import cluster_set_state
-from tests.e2e.test_dashboard import ARTIFACTS, CHROMIUM_ARGS, uvicorn_server
+from tests.e2e.test_dashboard import ARTIFACTS, CHROMIUM_ARGS, browser_login, uvicorn_server
 from tests.factories import make_user
 from tests.integration.test_agent import wait_for
 from tests.playground.conftest import running_cluster, sim_engine
@@ -51,11 +51,7 @@ def test_it_streams_an_answer_shows_ttft_and_stops_mid_answer(tmp_path: Path) ->
         )
         stack.callback(browser.close)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{base}/accounts/login/")
-        page.fill("input[name=username]", "chatter")
-        page.fill("input[name=password]", "pw-chatter")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/")
+        browser_login(page, base, "chatter")
         page.click("a[href='/playground/']")
         page.wait_for_selector("#pg-conn.live", timeout=30_000)
         page.select_option("#pg-cluster", str(cluster.pk))
