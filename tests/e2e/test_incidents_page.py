@@ -13,7 +13,7 @@ from console.services.inventory import demo_seed
 from monitoring import remediation
 from monitoring.alerts.services import alert_rules_seed
 from monitoring.models_alerts import Alert, AlertRule, Incident
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import ARTIFACTS, CHROMIUM_ARGS, browser_login, uvicorn_server
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -62,6 +62,8 @@ def test_the_histogram_draws_and_an_operator_approves_from_the_incident_page() -
         cells = page.locator("#incident-stats tr[data-series=detection] td")
         # detections 0 (the ask one), 2, 3 and 6 s: nearest-rank p50 = 2.0, p95 = 6.0
         assert [cells.nth(i).inner_text() for i in range(3)] == ["4", "2.0", "6.0"]
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "incidents.png"), full_page=True)  # for people, not asserted
         page.click(f"#incident-{incident.pk} a")
         page.wait_for_selector("#incident-decide")
         page.once("dialog", lambda d: d.accept())

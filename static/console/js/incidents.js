@@ -24,7 +24,7 @@
       { label: gettext("incidents"), incrs: [1, 2, 5, 10, 20, 50, 100] }
     ],
     series: [
-      {},
+      { label: gettext("duration"), value: function (u, v) { return v === null || v === undefined ? "--" : (labels[v] || ""); } },
       { label: gettext("detection"), fill: "rgba(37, 99, 235, 0.6)", stroke: "#2563eb", paths: leftBars, points: { show: false } },
       { label: gettext("time to recovery"), fill: "rgba(22, 163, 74, 0.6)", stroke: "#16a34a", paths: rightBars, points: { show: false } }
     ]
