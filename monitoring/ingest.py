@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console.models import Node, NodeState
+from console.models import LinkMode, Node, NodeState
 from console.models.inventory import NODE_STATE_COLORS
 from engine.parsers import ParseError
 from engine.parsers.vllm_metrics import (
@@ -352,9 +352,11 @@ def ingest_round(
                     c["health"],
                 ]
             )
-        if worst is None and idle_chips:
-            # HCCS carried nothing (traffic moved to RoCE, or idle) and so lost nothing:
-            # 0 %, so an HCCS-loss alert resolves after a failover instead of lingering.
+        if worst is None and idle_chips and node.link_mode == LinkMode.ROCE:
+            # The node's intra-server traffic moved to RoCE and HCCS carried nothing, so it
+            # lost nothing: 0 %, and the HCCS-loss alert resolves after a failover. On a
+            # node still on HCCS, idle links (an engine restarting) say nothing: no value,
+            # so the alert neither resolves nor flaps while the remedy is still running.
             worst = 0.0
         engine_state = str(parsed.engine.get("state") or "")
         node_rows.append(

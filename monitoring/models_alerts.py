@@ -434,6 +434,12 @@ class Incident(models.Model):
 
     @property
     def mttr_s(self) -> float | None:
-        """Fault onset → alert resolved (or engine healthy again when the alert lingers)."""
-        end = self.resolved_at or self.healthy_at
-        return (end - self.fault_onset_at).total_seconds() if end else None
+        """Fault onset → recovered: the later of "alert resolved" and "engine healthy again".
+
+        An alert can clear while its remedy is still running (the restart idles the bad
+        link); recovery is only over once the engine the incident restarted is healthy.
+        """
+        ends = [t for t in (self.resolved_at, self.healthy_at) if t is not None]
+        if self.operation_ids and self.healthy_at is None:
+            return None  # it restarted something that is not healthy (yet)
+        return (max(ends) - self.fault_onset_at).total_seconds() if ends else None

@@ -428,7 +428,9 @@ def _succeeded(incident: Incident, op: Operation) -> None:
             return
         _note(incident, "verify", f"verified: {verification.get('detail', '')}", verification=verification)
     _set(incident, state=IncidentState.RECOVERED, healthy_at=op.finished_at, summary=f"operation #{op.pk} succeeded; engine healthy")
-    _note(incident, "recovered", f"operation #{op.pk} succeeded: engine healthy again", operation=op.pk)
+    mttr = incident.mttr_s if incident.resolved_at else None
+    tail = f"; time to recovery {mttr:.1f} s" if mttr is not None else ""
+    _note(incident, "recovered", f"operation #{op.pk} succeeded: engine healthy again{tail}", operation=op.pk, mttr_s=mttr)
     if incident.action == RemediationAction.REPLACE:
         _replaced_node_alerts_resolve(incident, op)
 

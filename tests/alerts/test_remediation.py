@@ -147,6 +147,9 @@ def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(running: tuple[Clust
     assert incident.operation_started_at and incident.healthy_at and incident.resolved_at
     assert incident.operation_started_at <= incident.healthy_at <= incident.resolved_at
     assert incident.mttr_s is not None and incident.mttr_s > 0
+    # the restart idled HCCS but did not clear the alert early: it resolved once, after recovery
+    resolved = list(alert.events.filter(kind="resolved"))
+    assert len(resolved) == 1 and resolved[0].at >= incident.healthy_at
     assert {"act", "operation", "verify", "recovered", "resolved"} <= set(timeline(alert))
     cluster.refresh_from_db()
     assert cluster.state == ClusterState.RUNNING
