@@ -459,6 +459,38 @@ def test_it_counts_a_client_disconnect_as_abort(server: tuple[int, SimProcess]) 
     proc.wait_for_log(f"Aborted request {rid}.")
 
 
+def test_sigterm_under_traffic_aborts_open_streams_and_exits_promptly(tmp_path: Path) -> None:
+    """Like vLLM on SIGTERM: in-flight requests are aborted, the server does not wait for clients."""
+    port = free_port()
+    proc = SimProcess(serve_args(port), tmp_path / "stop.log")
+    try:
+        wait_health(port, 200, proc)
+        with httpx.Client(timeout=httpx.Timeout(30, read=10)) as client:
+            with client.stream(
+                "POST",
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                json={
+                    "model": MODEL,
+                    "messages": [{"role": "user", "content": "write a lot"}],
+                    "max_tokens": 30000,
+                    "ignore_eos": True,
+                    "stream": True,
+                },
+            ) as resp:
+                lines = resp.iter_lines()
+                assert next(lines).startswith("data: ")
+                proc.proc.terminate()
+                rest: list[str] = []
+                try:
+                    rest.extend(lines)
+                except (httpx.RemoteProtocolError, httpx.ReadError):
+                    pass  # the connection dropped: also an honest ending (a ReadTimeout is the hang)
+        assert "data: [DONE]" not in rest  # cut off, not a normal finish
+        assert proc.wait(timeout=20) == 0  # a hang would run into the agent's 30 s kill
+    finally:
+        proc.stop()
+
+
 # ---------------------------------------------------------------- faults and node
 # reporting
 

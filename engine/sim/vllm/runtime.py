@@ -34,6 +34,7 @@ class Stream:
     token_times: list[float] = field(default_factory=list)
     scheduled_at: float | None = None
     finished: bool = False
+    shutdown: bool = False  # the engine stopped under it: the HTTP layer drops the connection
     sim: SimRequest | None = None
 
     @property
@@ -93,9 +94,18 @@ class SimEngine:
         ]
 
     async def stop(self) -> None:
+        """Stop stepping and abort what is in flight, as vLLM does on SIGTERM.
+
+        Every open stream is ended (its connection dropped, counted as an abort), so the
+        HTTP server can shut down at once instead of waiting for clients to leave.
+        """
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for request_id, stream in list(self.streams.items()):
+            stream.shutdown = True
+            self.abort(request_id)
+            stream.queue.put_nowait(None)
 
     @property
     def in_flight(self) -> int:

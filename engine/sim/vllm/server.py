@@ -227,6 +227,8 @@ async def _tokens(request: web.Request, state: ServerState, stream: Stream) -> A
                 raise ConnectionResetError("client disconnected") from None
             continue
         if item is None:
+            if stream.shutdown:
+                raise ConnectionResetError("engine shutting down")
             return
         yield item
 
