@@ -410,6 +410,12 @@ def _succeeded(incident: Incident, op: Operation) -> None:
     verification = (op.result or {}).get("verification")
     if incident.action == RemediationAction.FAILOVER and verification is not None:
         _set(incident, verification=verification)
+        if verification.get("ok") is None:
+            # no traffic on either link: replacing a node on no evidence would be a guess
+            _set(incident, healthy_at=op.finished_at)
+            _escalate(incident, f"failover verification inconclusive: {verification.get('detail', '')}; "
+                                "the engine is healthy on RoCE, check the node's traffic by hand", verification=verification)
+            return
         if not verification.get("ok"):
             node = incident.node
             _note(

@@ -251,3 +251,28 @@ def test_an_interrupted_operation_escalates_instead_of_retrying(ask_incident: In
     alert.refresh_from_db()
     assert alert.severity == "critical" and alert.message.startswith("ESCALATED")
     assert Operation.objects.filter(cluster=ask_incident.cluster).count() == 1
+
+
+def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(cluster: Cluster, operator: Any) -> None:
+    from monitoring import remediation
+
+    node = cluster.ranked_nodes()[2]
+    rule = AlertRule.objects.get(name="HCCS link loss")
+    now = timezone.now()
+    alert = Alert.objects.create(rule=rule, cluster=cluster, node=node, target=node.name, state="firing", severity="warning",
+                                 fault_onset_at=now, pending_at=now, fired_at=now)
+    op = Operation.objects.create(
+        cluster=cluster, kind="failover", state="succeeded", started_at=now, finished_at=now + timedelta(seconds=8),
+        result={"verification": {"ok": None, "node": node.name, "window_s": 4.0, "hccs_delta": 0, "roce_delta": 0,
+                                 "detail": "no packet on either link: inconclusive"}},
+    )
+    incident = Incident.objects.create(alert=alert, cluster=cluster, node=node, action="failover", policy="auto",
+                                       state="running", fault_onset_at=now, detected_at=now, operation_ids=[op.pk])
+    Operation.objects.filter(pk=op.pk).update(params={"incident": incident.pk})
+    remediation.operation_finished(op.pk)
+    incident.refresh_from_db()
+    assert incident.state == IncidentState.ESCALATED and incident.action == "failover"  # not moved on to replace
+    assert "inconclusive" in incident.summary and incident.healthy_at is not None
+    assert not Operation.objects.filter(kind="replace").exists()
+    page = login(operator).get(f"/alerts/incidents/{incident.pk}/").content.decode()
+    assert "Inconclusive: no traffic was seen on either link." in page
