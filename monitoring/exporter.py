@@ -14,13 +14,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
+from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from console.models import Node
+from console.models import Cluster, Node
 from monitoring.models import CollectRound, EngineSample, SampleError
 from monitoring.selectors import latest_for_export
 
@@ -306,7 +307,31 @@ def _console_families() -> Iterator[Metric]:
     )
     yield errors
     yield _operations_family()
+    yield _gateway_errors_family()
     yield from _engine_families(now)
+
+
+def _gateway_errors_family() -> Metric:
+    """Engine errors (refused, broken, 5xx) the gateway saw, per cluster: a counter."""
+    import redis
+    from prometheus_client.core import CounterMetricFamily
+
+    from console.gateway.signals import upstream_errors_total
+
+    fam = CounterMetricFamily(
+        "console_gateway_upstream_errors",
+        "Engine errors (connection refused, broken exchange, 5xx) the gateway saw.",
+        labels=["cluster"],
+    )
+    try:
+        totals = upstream_errors_total(redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=2))
+    except redis.RedisError:
+        return fam
+    names = dict(Cluster.objects.filter(pk__in=list(totals)).values_list("pk", "name"))
+    for pk, n in sorted(totals.items()):
+        if pk in names:
+            fam.add_metric([names[pk]], float(n))
+    return fam
 
 
 def _operations_family() -> Metric:

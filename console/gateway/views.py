@@ -18,6 +18,7 @@ from console.gateway import routing, translate
 from console.gateway.errors import ANTHROPIC, OPENAI, GatewayError, error_response
 from console.gateway.ratelimit import ratelimit_admit, ratelimit_spend
 from console.gateway.services import apikey_authenticate, secret_from_headers
+from console.gateway.signals import upstream_error
 from console.gateway.sse import sse_data, sse_events
 from console.gateway.upstream import upstream_client
 from console.gateway.usage import usage_add, usage_maybe_flush
@@ -183,11 +184,18 @@ async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponse
             try:
                 upstream_resp = await _send(request, upstream, send_path, send_body)
             except _Unreachable:
+                await upstream_error(upstream.cluster_id)
                 await call.finish(counted=False)
                 continue
+            except GatewayError:
+                await upstream_error(upstream.cluster_id)
+                await call.finish()
+                raise
             except BaseException:
                 await call.finish()
                 raise
+            if upstream_resp.status_code >= 500:
+                await upstream_error(upstream.cluster_id)
             break
         else:
             names = ", ".join(u.cluster_name for u in pool)

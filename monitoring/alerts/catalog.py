@@ -67,6 +67,11 @@ METRICS: dict[str, Metric] = {
             "cluster",
             _("Engine /metrics not answering (1 = failing)"),
         ),
+        Metric(
+            "engine.gateway_errors",
+            "cluster",
+            _("Engine errors the gateway saw since the last round (refused, broken, 5xx)"),
+        ),
         Metric("engine.ttft_p99_ms", "cluster", _("P99 time to first token"), "ms"),
         Metric(
             "engine.e2e_p99_ms", "cluster", _("P99 end-to-end request latency"), "ms"
@@ -161,6 +166,18 @@ DEFAULT_RULES: list[dict[str, object]] = [
         "comparison": "ge",
         "threshold": 1.0,
         "for_s": 5,
+        "severity": "critical",
+        "remediation_policy": "auto",
+        "remediation_action": "restart",
+    },
+    {
+        # the field guide's third engine-down signal: clients getting errors from the engine
+        "name": "Gateway sees engine errors",
+        "metric": "engine.gateway_errors",
+        "comparison": "ge",
+        "threshold": 3.0,
+        "resolve_threshold": 1.0,
+        "for_s": 0,
         "severity": "critical",
         "remediation_policy": "auto",
         "remediation_action": "restart",

@@ -22,6 +22,18 @@ ROCE_OK_HEALTH = {
 }  # hccn_tool -net_health -g answers "Success" (or "Init" before first detect)
 
 
+def _gateway_errors() -> dict[int, int] | None:
+    """Engine errors the gateway counted since the last evaluation (None when Redis is down: no value)."""
+    import redis
+
+    from console.gateway.signals import upstream_errors_take
+
+    try:
+        return upstream_errors_take(redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=2))
+    except redis.RedisError:
+        return None
+
+
 def _roce_bad(port: dict[str, Any]) -> bool:
     link = port.get("link")
     health = port.get("net_health")
@@ -175,7 +187,18 @@ def _engine_observations(
                     Observation(target, float(s.kv_cache_pct), labels=labels, **base)
                 )
     scraped = {s.cluster_id: s.scraped_at for s in ScrapeState.objects.all()}
+    gateway_errors = _gateway_errors()
     for cluster in Cluster.objects.filter(state__in=HEALTH_WATCHED):
+        if gateway_errors is not None:
+            obs["engine.gateway_errors"].append(
+                Observation(
+                    cluster.name,
+                    float(gateway_errors.get(cluster.pk, 0)),
+                    cluster_id=cluster.pk,
+                    labels={"cluster": cluster.name},
+                    at=now,
+                )
+            )
         last = scraped.get(cluster.pk)
         # This round's scrape starts after the round's own time: older means it failed.
         failing = last is None or last < now - timedelta(seconds=0.5)

@@ -275,4 +275,4 @@ def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(cl
     assert "inconclusive" in incident.summary and incident.healthy_at is not None
     assert not Operation.objects.filter(kind="replace").exists()
     page = login(operator).get(f"/alerts/incidents/{incident.pk}/").content.decode()
-    assert "Inconclusive: no traffic was seen on either link." in page
+    assert "无法判定：两条链路上都没有观察到流量。" in page  # the UI default is zh-Hans

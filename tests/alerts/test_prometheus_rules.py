@@ -21,6 +21,7 @@ EQUIVALENT = {
     "node.roce_down": "RoceLinkDown",
     "node.unreachable": "NodesUnreachable",
     "engine.health_failing": "EngineHealthFailing",
+    "engine.gateway_errors": "GatewaySeesEngineErrors",
     "engine.ttft_p99_ms": "EngineP99LatencyHigh",
     "engine.e2e_p99_ms": "EngineP99LatencyHigh",
     "engine.waiting": "EngineRequestsWaiting",

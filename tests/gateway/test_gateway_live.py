@@ -318,3 +318,11 @@ def test_it_moves_to_the_next_cluster_when_an_engine_refuses_connections(
         oai(world).completions.create(model=NEW_MODEL, prompt="hi", max_tokens=3)
     assert failed.value.status_code == 502 and "aa-dead" in failed.value.body["message"]  # type: ignore[index]
     assert dead.name in failed.value.body["message"]  # type: ignore[index]
+    # each refusal was counted for alerting (the "gateway sees engine errors" rule)
+    import redis
+    from django.conf import settings
+
+    from console.gateway.signals import upstream_errors_total
+
+    totals = upstream_errors_total(redis.Redis.from_url(str(settings.REDIS_URL)))
+    assert totals.get(dead.pk, 0) >= 2 and totals.get(world["new"].pk, 0) >= 1
