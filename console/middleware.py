@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 # Paths reachable without a session: liveness, login, static files. API and gateway
 # paths do their own (token) authentication and answer 401/403 instead of redirecting.
@@ -33,3 +34,64 @@ class LoginRequiredMiddleware:
         response = self.get_response(request)
         response["X-Request-ID"] = request.request_id  # type: ignore[attr-defined]
         return response
+
+
+def _nul_path(value: object, path: str = "") -> str | None:
+    """Where in a parsed JSON document a NUL character sits ("matchers.key", "name"), or None."""
+    if isinstance(value, str):
+        return path or "body" if "\x00" in value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            here = f"{path}.{k}" if path else str(k)
+            if "\x00" in str(k):
+                return here.replace("\x00", "\\u0000")
+            found = _nul_path(v, here)
+            if found:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _nul_path(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+class RejectNulMiddleware:
+    """API input with a NUL character is refused with 400 naming the field.
+
+    PostgreSQL text cannot hold NUL: without this, a stray ``\\u0000`` in a filter or a
+    body field would be a database error (500) instead of a clear answer.
+    """
+
+    MESSAGE = "contains a NUL character (\\u0000); remove it"
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path_info.startswith("/api/"):
+            field = self._field(request)
+            if field is not None:
+                return JsonResponse({field: [self.MESSAGE]}, status=400)
+        return self.get_response(request)
+
+    @staticmethod
+    def _field(request: HttpRequest) -> str | None:
+        for key, values in request.GET.lists():
+            if "\x00" in key or any("\x00" in v for v in values):
+                return key.replace("\x00", "\\u0000") or "query"
+        if request.method not in ("POST", "PUT", "PATCH"):
+            return None
+        body = request.body
+        if b"\\u0000" not in body and b"\x00" not in body and b"%00" not in body:
+            return None
+        if request.content_type == "application/json":
+            try:
+                return _nul_path(json.loads(body)) or None
+            except ValueError:
+                return None  # malformed JSON: the view's parser answers 400 for it
+        if request.content_type == "application/x-www-form-urlencoded":
+            for key, values in request.POST.lists():
+                if "\x00" in key or any("\x00" in v for v in values):
+                    return key.replace("\x00", "\\u0000") or "body"
+        return None

@@ -216,7 +216,10 @@ def model_facts_from_config(path: str) -> dict[str, int] | None:
     "text_config". Raises ValueError when the file exists but is not a JSON object.
     """
     config_path = Path(path) / "config.json"
-    if not config_path.is_file():
+    try:
+        if not config_path.is_file():
+            return None
+    except OSError:  # e.g. a path segment longer than the filesystem allows: no such file
         return None
     try:
         raw = json.loads(config_path.read_text(encoding="utf-8"))

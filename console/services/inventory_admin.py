@@ -22,6 +22,9 @@ from engine.plans import NodeSpec, PlanError, build_plan
 # Reference server (Atlas 800T A2, 8 x 910B3, 64 GB) for profiles no cluster uses.
 REFERENCE_NPUS = 8
 REFERENCE_HBM_GB = 64.0
+# The largest deployment a profile may describe: 256 servers x 8 NPUs. Checked before a
+# plan is built, so an absurd DP x TP x PP is refused instead of filling memory.
+MAX_WORLD_SIZE = 2048
 
 
 class InventoryInvalid(Exception):
@@ -63,7 +66,7 @@ def _reference_nodes(profile: EngineProfile) -> list[NodeSpec]:
             name=f"reference-{rank}",
             rank=rank,
             role="head" if rank == 0 else "worker",
-            host_ip=f"192.0.2.{rank + 1}",
+            host_ip=f"10.0.{rank // 250}.{rank % 250 + 1}",
             nic_name="enp189s0f0",
             npu_count=REFERENCE_NPUS,
             hbm_gb=REFERENCE_HBM_GB,
@@ -79,6 +82,14 @@ def _reference_nodes(profile: EngineProfile) -> list[NodeSpec]:
 
 def profile_validate_plan(*, profile: EngineProfile) -> None:
     """Build the plan for each cluster using the profile (reference servers if none)."""
+    if profile.world_size > MAX_WORLD_SIZE:
+        msg = _(
+            "DP x TP x PP = {dp} x {tp} x {pp} = {n} NPUs; the console plans at most {max} "
+            "(256 servers of 8 NPUs): lower data_parallel_size, tensor_parallel_size or "
+            "pipeline_parallel_size."
+        ).format(dp=profile.data_parallel_size, tp=profile.tensor_parallel_size,
+                 pp=profile.pipeline_parallel_size, n=profile.world_size, max=MAX_WORLD_SIZE)
+        raise InventoryInvalid({"world_size": [msg]})
     clusters = list(Cluster.objects.filter(profile_id=profile.pk)) if profile.pk else []
     clusters = [c for c in clusters if c.ranked_nodes() and not c.membership_errors()]
     if not clusters:
