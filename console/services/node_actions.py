@@ -94,7 +94,8 @@ def hccs_evidence(node: Node) -> dict[str, Any]:
 
     latest = NodeLatest.objects.filter(node=node).first()
     data = (latest.data if latest is not None else None) or {}
-    unhealthy = [f"npu{h.get('npu')}" for h in data.get("hccs") or [] if h.get("health") not in (None, "OK")]
+    # NodeLatest keeps HCCS per chip as {"<npu>.<chip>": {"health", "links", "loss_pct"}}
+    unhealthy = sorted(f"npu{key}" for key, h in (data.get("hccs") or {}).items() if h.get("health") not in (None, "OK"))
     return {
         "node": node.name,
         "link_mode": node.link_mode,

@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from console.models import AuditEvent, Cluster, ClusterState, Node, NodeRole, NodeState, Operation
 from monitoring.alerts.incidents import incident_stats
 from monitoring.models_alerts import Alert, AlertRule, Incident, IncidentState
+from tests.alerts.helpers import ingest
 from tests.conftest import login
 from tests.factories import make_cluster
 
@@ -152,9 +153,13 @@ def test_failback_is_a_manual_failover_back_to_hccs_with_the_evidence(cluster: C
     refused = api(operator).post(f"/api/clusters/{cluster.name}/failback/", {}, format="json")
     assert refused.status_code == 409 and "nothing to fail back" in refused.json()["detail"]
     node = cluster.ranked_nodes()[2]
+    t0 = timezone.now()
+    ingest(node, t0)  # real samples through the ingest path: the evidence reads what it stores
+    ingest(node, t0 + timedelta(seconds=5), advance={0: (1000, 10, 0)})
     Node.objects.filter(pk=node.pk).update(link_mode="roce", link_mode_since=timezone.now(), link_mode_reason="HCCS loss 20 %")
     evidence = api(viewer).get(f"/api/clusters/{cluster.name}/failback/").json()["nodes"]
     assert [e["node"] for e in evidence] == [node.name] and evidence[0]["reason"] == "HCCS loss 20 %"
+    assert evidence[0]["hccs_loss_pct"] == pytest.approx(1.0) and evidence[0]["unhealthy_links"] == []
     page = login(operator).get(f"/clusters/{cluster.name}/")
     assert b'id="failback-form"' in page.content and b"HCCS loss 20 %" in page.content
     assert api(viewer).post(f"/api/clusters/{cluster.name}/failback/", {}, format="json").status_code == 403
