@@ -87,6 +87,9 @@ def cluster_operations(request: Request, name: str) -> Response:
         params["warmup_requests"] = data["warmup_requests"]
     if data.get("link_modes"):
         params["link_modes"] = data["link_modes"]
+    for key in ("node", "spare"):  # replace
+        if data.get(key):
+            params[key] = data[key]
     try:
         op = operation_start(
             cluster=cluster,

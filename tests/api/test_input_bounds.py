@@ -47,3 +47,27 @@ def test_a_model_path_too_long_for_the_filesystem_is_no_500(cluster: Any, admin:
     body = _profile_body(cluster, name="long path", model_path="/data/" + "x" * 300)
     resp = login(admin).post("/api/profiles/", body, content_type="application/json")
     assert resp.status_code == 201, resp.content  # no config.json there: the profile's own model facts count
+
+
+def test_a_manual_replace_names_the_node_and_an_idle_spare(cluster: Any, operator: Any) -> None:
+    from console.models import Node, NodeRole, NodeState, Operation
+
+    c = login(operator)
+    url = f"/api/clusters/{cluster.name}/operations/"
+    missing = c.post(url, {"kind": "replace"}, content_type="application/json")
+    assert missing.status_code == 400 and "node" in missing.json()
+    stranger = c.post(url, {"kind": "replace", "node": "nope"}, content_type="application/json")
+    assert stranger.status_code == 400 and "not a node of" in stranger.json()["node"][0]
+    node = cluster.ranked_nodes()[2]
+    spare = Node.objects.create(name="spare-x", hostname="spare-x", management_ip="127.0.3.1", role=NodeRole.SPARE,
+                                state=NodeState.OUT_OF_SERVICE, npu_model=node.npu_model, npu_count=node.npu_count)
+    bad_spare = c.post(url, {"kind": "replace", "node": node.name, "spare": spare.name}, content_type="application/json")
+    assert bad_spare.status_code == 400 and "spare" in bad_spare.json()
+    Node.objects.filter(pk=spare.pk).update(state=NodeState.READY)
+    ok = c.post(url, {"kind": "replace", "node": node.name, "spare": spare.name, "reason": "NPU 5 failing"},
+                content_type="application/json")
+    assert ok.status_code == 201, ok.content
+    op = Operation.objects.get(pk=ok.json()["id"])
+    assert op.kind == "replace" and op.params == {"node": node.name, "spare": spare.name}
+    wrong = c.post(url, {"kind": "restart", "node": node.name}, content_type="application/json")
+    assert wrong.status_code == 400 and "Only replace" in wrong.json()["node"][0]
