@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,11 +112,49 @@ def agents(nodes: list[str], extra_env: dict[str, str] | None = None, npu_ips: d
     """Several agent workers at once (started together, stopped together)."""
     from contextlib import ExitStack
 
-    with ExitStack() as stack:
-        procs = {}
-        for node in nodes:
-            env = dict(extra_env or {})
-            if npu_ips and node in npu_ips:
-                env["SIM_NPU_IPS"] = ",".join(npu_ips[node])
-            procs[node] = stack.enter_context(agent_worker(node, extra_env=env))
-        yield procs
+    try:
+        with ExitStack() as stack:
+            procs = {}
+            for node in nodes:
+                env = dict(extra_env or {})
+                if npu_ips and node in npu_ips:
+                    env["SIM_NPU_IPS"] = ",".join(npu_ips[node])
+                procs[node] = stack.enter_context(agent_worker(node, extra_env=env))
+            yield procs
+    finally:  # after the agents have stopped
+        state_dir = (extra_env or {}).get("SIM_STATE_DIR")
+        if state_dir:
+            reap_sim_engines(state_dir)
+
+
+def sim_engines(state_dir: str | Path) -> list[psutil.Process]:
+    """The sim engine processes (any rank) whose simulated hardware lives in ``state_dir``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if "engine.sim.vllm" in cmd and (proc.info["environ"] or {}).get("SIM_STATE_DIR") == str(state_dir):
+                found.append(proc)
+        except (psutil.Error, TypeError):
+            continue
+    return found
+
+
+def reap_sim_engines(state_dir: str | Path) -> int:
+    """Kill the sim engines a test left running. Engines outlive their agent by design (as a
+    real vllm serve outlives a restarted agent), so without this every test that ends with a
+    running cluster would leave four engines eating the CPU of the tests after it."""
+    procs = sim_engines(state_dir)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=10)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=5)
+    return len(procs)

@@ -248,9 +248,9 @@ class Runbook:
         self.begin(step)
         statuses = self.call_all(self.nodes, "engine.status", timeout=settings.AGENT_TIMEOUT_S, kwargs_for=lambda n: {})
         leftovers = [n for n in reversed(self.nodes) if not isinstance(statuses[n.name], Exception) and statuses[n.name]["state"] == "running"]
-        unreachable = [n.name for n in self.nodes if isinstance(statuses[n.name], Exception)]
+        unreachable = [f"{n.name} ({statuses[n.name]})" for n in self.nodes if isinstance(statuses[n.name], Exception)]
         if unreachable:
-            raise self.fail(step, f"no answer from {', '.join(unreachable)}")
+            raise self.fail(step, f"no answer from {'; '.join(unreachable)}")
         for node in leftovers:
             self.call(node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S)
         self.finish(step, f"stopped {', '.join(n.name for n in leftovers)}" if leftovers else "nothing left running")

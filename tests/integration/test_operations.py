@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import io
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -19,7 +17,7 @@ from console.models import AuditEvent, Cluster, ClusterState, Operation, Operati
 from console.services.agents import agent_call
 from console.services.operations import operation_reap_interrupted, operation_start
 from engine.sim.state import load_config, node_dir, save_config
-from tests.agents import agents, control_worker
+from tests.agents import agents, control_worker, sim_engines
 from tests.factories import make_cluster, make_profile, make_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -35,18 +33,6 @@ def wait_op(op: Operation, timeout: float = 120) -> Operation:
             return op
         time.sleep(0.25)
     raise AssertionError(f"operation #{op.pk} still {op.state} after {timeout}s: {[ (s.name, s.state) for s in op.steps.all()]}")
-
-
-def sim_engines(state_dir: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline", "environ"]):
-        try:
-            cmd = " ".join(proc.info["cmdline"] or [])
-            if "engine.sim.vllm" in cmd and (proc.info["environ"] or {}).get("SIM_STATE_DIR") == str(state_dir):
-                found.append(proc)
-        except (psutil.Error, TypeError):
-            continue
-    return found
 
 
 @pytest.fixture
