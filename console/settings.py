@@ -254,6 +254,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+if not PRODUCTION:  # embedded mode serves through the finders; an empty root keeps WhiteNoise quiet
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve static/ (and static/vendor/) without a collectstatic step in embedded mode
 
 SESSION_COOKIE_HTTPONLY = True
