@@ -19,16 +19,33 @@ admin.site.site_title = _("Ascend vLLM Ops Console")
 class AuditedAdmin(admin.ModelAdmin):
     """Writes an AuditEvent (with before/after) for every change made through the admin."""
 
-    def save_model(self, request: HttpRequest, obj: Model, form: Any, change: bool) -> None:
-        before = snapshot(type(obj).objects.filter(pk=obj.pk).first()) if change and obj.pk else None
+    def save_model(
+        self, request: HttpRequest, obj: Model, form: Any, change: bool
+    ) -> None:
+        before = (
+            snapshot(type(obj).objects.filter(pk=obj.pk).first())
+            if change and obj.pk
+            else None
+        )
         super().save_model(request, obj, form, change)
         action = f"{obj._meta.model_name}.{'update' if change else 'create'}"
-        audit_record(action=action, request=request, target=obj, before=before, after=snapshot(obj))
+        audit_record(
+            action=action,
+            request=request,
+            target=obj,
+            before=before,
+            after=snapshot(obj),
+        )
 
     def delete_model(self, request: HttpRequest, obj: Model) -> None:
         before, label = snapshot(obj), str(obj)
         super().delete_model(request, obj)
-        audit_record(action=f"{obj._meta.model_name}.delete", request=request, target_repr=label, before=before)
+        audit_record(
+            action=f"{obj._meta.model_name}.delete",
+            request=request,
+            target_repr=label,
+            before=before,
+        )
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for obj in queryset:
@@ -45,7 +62,15 @@ class NodeInline(admin.TabularInline):
 
 @admin.register(EngineProfile)
 class EngineProfileAdmin(AuditedAdmin):
-    list_display = ("name", "served_model_name", "vllm_version", "data_parallel_size", "tensor_parallel_size", "pipeline_parallel_size", "quantization")
+    list_display = (
+        "name",
+        "served_model_name",
+        "vllm_version",
+        "data_parallel_size",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "quantization",
+    )
     search_fields = ("name", "served_model_name", "model_path")
 
 
@@ -58,7 +83,17 @@ class ClusterAdmin(AuditedAdmin):
 
 @admin.register(Node)
 class NodeAdmin(AuditedAdmin):
-    list_display = ("name", "cluster", "rank", "role", "management_ip", "api_port", "driver", "link_mode", "state")
+    list_display = (
+        "name",
+        "cluster",
+        "rank",
+        "role",
+        "management_ip",
+        "api_port",
+        "driver",
+        "link_mode",
+        "state",
+    )
     list_filter = ("cluster", "role", "state", "link_mode", "driver")
     search_fields = ("name", "hostname", "management_ip")
 
@@ -67,7 +102,14 @@ class NodeAdmin(AuditedAdmin):
 class AuditEventAdmin(admin.ModelAdmin):
     """Read-only: the audit trail is written by services, never edited."""
 
-    list_display = ("created_at", "actor_name", "action", "target_repr", "result", "source_ip")
+    list_display = (
+        "created_at",
+        "actor_name",
+        "action",
+        "target_repr",
+        "result",
+        "source_ip",
+    )
     list_filter = ("result", "action")
     search_fields = ("actor_name", "action", "target_repr", "message")
     date_hierarchy = "created_at"

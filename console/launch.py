@@ -28,9 +28,19 @@ def agent_line(node: str, driver: str, npu_ips: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m console.launch", description=__doc__.splitlines()[0])
-    parser.add_argument("--no-agents", action="store_true", help="do not start node agents for simulated nodes")
-    parser.add_argument("--dry-run", action="store_true", help="print the Procfile and the honcho command, start nothing")
+    parser = argparse.ArgumentParser(
+        prog="python -m console.launch", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--no-agents",
+        action="store_true",
+        help="do not start node agents for simulated nodes",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the Procfile and the honcho command, start nothing",
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
@@ -49,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         # Agents import no Django, so they get the broker URL explicitly.
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "CELERY_RESULT_BACKEND": settings.CELERY_RESULT_BACKEND,
-        "SIM_STATE_DIR": os.environ.get("SIM_STATE_DIR", str(Path(settings.VAR_DIR) / "sim")),
+        "SIM_STATE_DIR": os.environ.get(
+            "SIM_STATE_DIR", str(Path(settings.VAR_DIR) / "sim")
+        ),
         "PYTHONUNBUFFERED": "1",
     }
     lines = (BASE_DIR / "Procfile").read_text().splitlines()
@@ -70,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.update(env)
     # Put the venv first on PATH so honcho's children find celery/uvicorn from it.
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ["PATH"] = (
+        f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    )
     os.execv(cmd[0], cmd)
     return 0  # not reached
 

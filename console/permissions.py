@@ -9,7 +9,12 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
+from django.contrib.auth.models import (
+    AbstractBaseUser,
+    AnonymousUser,
+    Group,
+    Permission,
+)
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
@@ -20,9 +25,18 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
     ROLE_VIEWER: ["view_cluster", "view_node", "view_engineprofile"],
     ROLE_OPERATOR: ["view_cluster", "view_node", "view_engineprofile"],
     ROLE_ADMIN: [
-        "view_cluster", "add_cluster", "change_cluster", "delete_cluster",
-        "view_node", "add_node", "change_node", "delete_node",
-        "view_engineprofile", "add_engineprofile", "change_engineprofile", "delete_engineprofile",
+        "view_cluster",
+        "add_cluster",
+        "change_cluster",
+        "delete_cluster",
+        "view_node",
+        "add_node",
+        "change_node",
+        "delete_node",
+        "view_engineprofile",
+        "add_engineprofile",
+        "change_engineprofile",
+        "delete_engineprofile",
         "view_auditevent",
     ],
 }
@@ -49,7 +63,9 @@ def has_role(user: AbstractBaseUser | AnonymousUser, role: str) -> bool:
     return current is not None and ROLES.index(current) >= ROLES.index(role)
 
 
-def role_required(role: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+def role_required(
+    role: str,
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
     """View decorator: 403 unless the logged-in user has ``role`` (login itself is enforced by middleware)."""
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -69,7 +85,9 @@ def ensure_role_groups() -> None:
     """Create the three role groups with their permissions (idempotent; runs after every migrate)."""
     for role, codenames in ROLE_PERMISSIONS.items():
         group, _ = Group.objects.get_or_create(name=role)
-        perms = Permission.objects.filter(codename__in=codenames, content_type__app_label="console")
+        perms = Permission.objects.filter(
+            codename__in=codenames, content_type__app_label="console"
+        )
         group.permissions.set(perms)
 
 

@@ -36,7 +36,9 @@ def env_bool(name: str, default: bool) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use true or false (1/0).")
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a boolean; use true or false (1/0)."
+    )
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
@@ -47,7 +49,9 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer; set a whole number.") from None
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not an integer; set a whole number."
+        ) from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} is below the minimum {minimum}.")
     return value
@@ -60,13 +64,17 @@ def env_secret(name: str, default: str | None = None) -> str | None:
         try:
             return Path(path).read_text().strip()
         except OSError as exc:
-            raise ImproperlyConfigured(f"{name}_FILE={path!r} cannot be read: {exc.strerror}.") from None
+            raise ImproperlyConfigured(
+                f"{name}_FILE={path!r} cannot be read: {exc.strerror}."
+            ) from None
     return os.environ.get(name, default)
 
 
 CONSOLE_MODE = os.environ.get("CONSOLE_MODE", "embedded").strip().lower()
 if CONSOLE_MODE not in {"embedded", "production"}:
-    raise ImproperlyConfigured(f"CONSOLE_MODE={CONSOLE_MODE!r} is unknown; use embedded or production.")
+    raise ImproperlyConfigured(
+        f"CONSOLE_MODE={CONSOLE_MODE!r} is unknown; use embedded or production."
+    )
 PRODUCTION = CONSOLE_MODE == "production"
 
 VAR_DIR = Path(os.environ.get("CONSOLE_VAR_DIR", BASE_DIR / "var")).resolve()
@@ -96,22 +104,36 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+ALLOWED_HOSTS = env.list(
+    "ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"]
+)
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 CONSOLE_HOST = os.environ.get("CONSOLE_HOST", "127.0.0.1")
 CONSOLE_PORT = env_int("CONSOLE_PORT", 8000, minimum=1)
 
 # --- Database -----------------------------------------------------------------
 if PRODUCTION and not os.environ.get("DATABASE_URL"):
-    raise ImproperlyConfigured("DATABASE_URL is required when CONSOLE_MODE=production (postgres://user:pass@host/db).")
+    raise ImproperlyConfigured(
+        "DATABASE_URL is required when CONSOLE_MODE=production (postgres://user:pass@host/db)."
+    )
 try:
-    DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'console.sqlite3'}")}
+    DATABASES = {
+        "default": env.db_url(
+            "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'console.sqlite3'}"
+        )
+    }
 except (ImproperlyConfigured, KeyError, ValueError) as exc:
-    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL ({exc}); e.g. postgres://user@host:5432/db.") from None
+    raise ImproperlyConfigured(
+        f"DATABASE_URL is not a valid database URL ({exc}); e.g. postgres://user@host:5432/db."
+    ) from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, control worker, beat) share the file: wait for the write lock.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL;",
+        }
     )
     # Tests use a file (not :memory:) so real worker processes can share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
@@ -123,13 +145,17 @@ EMBEDDED_REDIS_PORT = env_int("CONSOLE_REDIS_PORT", 16379, minimum=1)
 REDIS_URL = os.environ.get("REDIS_URL") or None
 EMBEDDED_REDIS = REDIS_URL is None and not os.environ.get("CELERY_BROKER_URL")
 if PRODUCTION and EMBEDDED_REDIS:
-    raise ImproperlyConfigured("REDIS_URL (or CELERY_BROKER_URL) is required when CONSOLE_MODE=production.")
+    raise ImproperlyConfigured(
+        "REDIS_URL (or CELERY_BROKER_URL) is required when CONSOLE_MODE=production."
+    )
 if REDIS_URL is None:
     REDIS_URL = f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0"
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
-CELERY_ACCEPT_CONTENT = ["json"]  # never pickle: node agents must not unpickle control-side data
+CELERY_ACCEPT_CONTENT = [
+    "json"
+]  # never pickle: node agents must not unpickle control-side data
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_DEFAULT_QUEUE = "control"
@@ -142,26 +168,55 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = os.environ.get("TIME_ZONE", "Asia/Shanghai")
 # The beat schedule lives here (one place); later issues add collection and rule evaluation.
 # --- Monitoring ----------------------------------------------------------------------
-COLLECT_INTERVAL_S = env_int("COLLECT_INTERVAL_S", 5, minimum=1)  # beat polls every node this often
+COLLECT_INTERVAL_S = env_int(
+    "COLLECT_INTERVAL_S", 5, minimum=1
+)  # beat polls every node this often
 # How long a round waits for the agents' answers; a later answer is dropped (a missed sample).
-COLLECT_DEADLINE_S = env_int("COLLECT_DEADLINE_MS", max(800, COLLECT_INTERVAL_S * 800), minimum=100) / 1000
-STALE_AFTER_S = env_int("STALE_AFTER_S", max(15, 3 * COLLECT_INTERVAL_S), minimum=1)  # no sample this long → stale
-UNREACHABLE_AFTER_S = env_int("UNREACHABLE_AFTER_S", max(60, 12 * COLLECT_INTERVAL_S), minimum=1)  # → unreachable
-RAW_RETENTION_H = env_int("RAW_RETENTION_H", 24, minimum=1)  # raw samples; 1-minute rollups outlive them
+COLLECT_DEADLINE_S = (
+    env_int("COLLECT_DEADLINE_MS", max(800, COLLECT_INTERVAL_S * 800), minimum=100)
+    / 1000
+)
+STALE_AFTER_S = env_int(
+    "STALE_AFTER_S", max(15, 3 * COLLECT_INTERVAL_S), minimum=1
+)  # no sample this long → stale
+UNREACHABLE_AFTER_S = env_int(
+    "UNREACHABLE_AFTER_S", max(60, 12 * COLLECT_INTERVAL_S), minimum=1
+)  # → unreachable
+RAW_RETENTION_H = env_int(
+    "RAW_RETENTION_H", 24, minimum=1
+)  # raw samples; 1-minute rollups outlive them
 ROLLUP_RETENTION_D = env_int("ROLLUP_RETENTION_D", 30, minimum=1)
-METRICS_TOKEN = env_secret("METRICS_TOKEN")  # /metrics needs "Authorization: Bearer <token>" ...
-METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)  # ... or this set to true; otherwise it answers 403
+METRICS_TOKEN = env_secret(
+    "METRICS_TOKEN"
+)  # /metrics needs "Authorization: Bearer <token>" ...
+METRICS_PUBLIC = env_bool(
+    "METRICS_PUBLIC", False
+)  # ... or this set to true; otherwise it answers 403
 # --- Alerts (monitoring.alerts) --------------------------------------------------------
-ALERT_NOTIFY_MAX_RETRIES = env_int("ALERT_NOTIFY_MAX_RETRIES", 5, minimum=0)  # then the delivery is marked failed
-ALERT_NOTIFY_BACKOFF_S = env_int("ALERT_NOTIFY_BACKOFF_MS", 2000, minimum=1) / 1000  # doubles per retry
+ALERT_NOTIFY_MAX_RETRIES = env_int(
+    "ALERT_NOTIFY_MAX_RETRIES", 5, minimum=0
+)  # then the delivery is marked failed
+ALERT_NOTIFY_BACKOFF_S = (
+    env_int("ALERT_NOTIFY_BACKOFF_MS", 2000, minimum=1) / 1000
+)  # doubles per retry
 ALERT_WEBHOOK_TIMEOUT_S = env_int("ALERT_WEBHOOK_TIMEOUT_MS", 5000, minimum=100) / 1000
-CONSOLE_BASE_URL = os.getenv("CONSOLE_BASE_URL", "")  # links in notifications, e.g. https://console.example
+CONSOLE_BASE_URL = os.getenv(
+    "CONSOLE_BASE_URL", ""
+)  # links in notifications, e.g. https://console.example
 # Remediation (monitoring.remediation): guardrails and retries of automatic actions
-REMEDIATION_MAX_ACTIONS_PER_HOUR = env_int("REMEDIATION_MAX_ACTIONS_PER_HOUR", 6, minimum=1)  # per cluster
-REMEDIATION_RESTART_MAX_ATTEMPTS = env_int("REMEDIATION_RESTART_MAX_ATTEMPTS", 3, minimum=1)  # then escalate
+REMEDIATION_MAX_ACTIONS_PER_HOUR = env_int(
+    "REMEDIATION_MAX_ACTIONS_PER_HOUR", 6, minimum=1
+)  # per cluster
+REMEDIATION_RESTART_MAX_ATTEMPTS = env_int(
+    "REMEDIATION_RESTART_MAX_ATTEMPTS", 3, minimum=1
+)  # then escalate
 REMEDIATION_RESTART_WINDOW_S = env_int("REMEDIATION_RESTART_WINDOW_S", 3600, minimum=60)
-REMEDIATION_RESTART_BACKOFF_S = env_int("REMEDIATION_RESTART_BACKOFF_MS", 30000, minimum=1) / 1000  # doubles per attempt
-FAILOVER_VERIFY_S = env_int("FAILOVER_VERIFY_MS", 10000, minimum=100) / 1000  # counter window after a failover
+REMEDIATION_RESTART_BACKOFF_S = (
+    env_int("REMEDIATION_RESTART_BACKOFF_MS", 30000, minimum=1) / 1000
+)  # doubles per attempt
+FAILOVER_VERIFY_S = (
+    env_int("FAILOVER_VERIFY_MS", 10000, minimum=100) / 1000
+)  # counter window after a failover
 # --- end alerts -----------------------------------------------------------------------
 
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
@@ -173,7 +228,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": float(COLLECT_INTERVAL_S),
         "options": {"expires": float(COLLECT_INTERVAL_S)},
     },
-    "monitoring-rollup-prune": {"task": "monitoring.rollup_and_prune", "schedule": 60.0, "options": {"expires": 60.0}},
+    "monitoring-rollup-prune": {
+        "task": "monitoring.rollup_and_prune",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
@@ -254,7 +313,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
-if not PRODUCTION:  # embedded mode serves through the finders; an empty root keeps WhiteNoise quiet
+if (
+    not PRODUCTION
+):  # embedded mode serves through the finders; an empty root keeps WhiteNoise quiet
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve static/ (and static/vendor/) without a collectstatic step in embedded mode
 
@@ -266,7 +327,9 @@ X_FRAME_OPTIONS = "DENY"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
@@ -281,15 +344,21 @@ PREFLIGHT_REACH_TIMEOUT_S = env_int("PREFLIGHT_REACH_TIMEOUT_S", 10, minimum=1)
 PREFLIGHT_TIMEOUT_S = env_int("PREFLIGHT_TIMEOUT_S", 120, minimum=1)
 ENGINE_START_CALL_TIMEOUT_S = env_int("ENGINE_START_CALL_TIMEOUT_S", 60, minimum=1)
 ENGINE_LISTEN_TIMEOUT_S = env_int("ENGINE_LISTEN_TIMEOUT_S", 120, minimum=1)
-ENGINE_HEALTH_TIMEOUT_S = env_int("ENGINE_HEALTH_TIMEOUT_S", 1800, minimum=1)  # a 397B model loads for minutes
+ENGINE_HEALTH_TIMEOUT_S = env_int(
+    "ENGINE_HEALTH_TIMEOUT_S", 1800, minimum=1
+)  # a 397B model loads for minutes
 ENGINE_STOP_TIMEOUT_S = env_int("ENGINE_STOP_TIMEOUT_S", 90, minimum=1)
 SMOKE_TIMEOUT_S = env_int("SMOKE_TIMEOUT_S", 120, minimum=1)
-WARMUP_REQUESTS = env_int("WARMUP_REQUESTS", 100, minimum=0)  # the original field guide's warm-up
+WARMUP_REQUESTS = env_int(
+    "WARMUP_REQUESTS", 100, minimum=0
+)  # the original field guide's warm-up
 WARMUP_CONCURRENCY = env_int("WARMUP_CONCURRENCY", 8, minimum=1)
 WARMUP_MAX_ERROR_FRACTION = 0.05
 DRAIN_TIMEOUT_S = env_int("DRAIN_TIMEOUT_S", 120, minimum=0)
 OPERATION_HEARTBEAT_S = env_int("OPERATION_HEARTBEAT_S", 5, minimum=1)
-OPERATION_STALE_S = env_int("OPERATION_STALE_S", 60, minimum=2)  # no heartbeat this long → interrupted
+OPERATION_STALE_S = env_int(
+    "OPERATION_STALE_S", 60, minimum=2
+)  # no heartbeat this long → interrupted
 OPERATION_QUEUE_STALE_S = env_int("OPERATION_QUEUE_STALE_S", 300, minimum=2)
 OPERATION_TIME_LIMIT_S = env_int("OPERATION_TIME_LIMIT_S", 7200, minimum=60)
 

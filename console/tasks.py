@@ -13,7 +13,12 @@ from console.services.runbooks import run_operation
 log = logging.getLogger(__name__)
 
 
-@app.task(name="operations.run", time_limit=settings.OPERATION_TIME_LIMIT_S, soft_time_limit=settings.OPERATION_TIME_LIMIT_S - 30, acks_late=False)
+@app.task(
+    name="operations.run",
+    time_limit=settings.OPERATION_TIME_LIMIT_S,
+    soft_time_limit=settings.OPERATION_TIME_LIMIT_S - 30,
+    acks_late=False,
+)
 def operation_run_task(operation_id: int) -> str:
     """Run one operation's runbook on the control worker."""
     state = run_operation(operation_id)
@@ -21,7 +26,9 @@ def operation_run_task(operation_id: int) -> str:
         from monitoring.remediation import operation_finished
 
         try:
-            operation_finished(operation_id)  # an incident's operation moves the incident on
+            operation_finished(
+                operation_id
+            )  # an incident's operation moves the incident on
         except Exception:
             log.exception("remediation after operation %s failed", operation_id)
     return state

@@ -11,14 +11,36 @@ urlpatterns = [
     path("", dashboard.overview, name="overview"),
     path("healthz", dashboard.healthz, name="healthz"),
     path("clusters/<slug:name>/", operations.cluster_detail, name="cluster-detail"),
-    path("clusters/<slug:name>/operations/", operations.operation_create, name="operation-create"),
-    path("clusters/<slug:name>/maintenance/", operations.cluster_maintenance, name="cluster-maintenance"),
-    path("clusters/<slug:name>/failback/", operations.cluster_failback_view, name="cluster-failback"),
-    path("nodes/<slug:name>/readmit/", operations.node_readmit_view, name="node-readmit"),
+    path(
+        "clusters/<slug:name>/operations/",
+        operations.operation_create,
+        name="operation-create",
+    ),
+    path(
+        "clusters/<slug:name>/maintenance/",
+        operations.cluster_maintenance,
+        name="cluster-maintenance",
+    ),
+    path(
+        "clusters/<slug:name>/failback/",
+        operations.cluster_failback_view,
+        name="cluster-failback",
+    ),
+    path(
+        "nodes/<slug:name>/readmit/", operations.node_readmit_view, name="node-readmit"
+    ),
     path("operations/", operations.operation_list, name="operation-list"),
     path("operations/<int:pk>/", operations.operation_detail, name="operation-detail"),
-    path("operations/<int:pk>/cancel/", operations.operation_cancel_view, name="operation-cancel"),
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
+    path(
+        "operations/<int:pk>/cancel/",
+        operations.operation_cancel_view,
+        name="operation-cancel",
+    ),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(template_name="console/login.html"),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),

@@ -26,13 +26,25 @@ def main() -> int:
     if missing:
         npm = shutil.which("npm")
         if npm is None:
-            print("make setup: npm not found, so charts are unavailable; install Node.js + npm (Debian: apt-get install npm) and rerun make setup", file=sys.stderr)
+            print(
+                "make setup: npm not found, so charts are unavailable; install Node.js + npm (Debian: apt-get install npm) and rerun make setup",
+                file=sys.stderr,
+            )
             return 0
         # npm ci installs exactly the versions in package-lock.json.
-        argv = [npm, "ci" if lock.exists() else "install", "--no-audit", "--no-fund", "--loglevel=error"]
+        argv = [
+            npm,
+            "ci" if lock.exists() else "install",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ]
         result = subprocess.run(argv, cwd=BASE_DIR, timeout=600)
         if result.returncode != 0:
-            print(f"make setup: {' '.join(argv[1:2])} failed (exit {result.returncode}); charts are unavailable until it succeeds", file=sys.stderr)
+            print(
+                f"make setup: {' '.join(argv[1:2])} failed (exit {result.returncode}); charts are unavailable until it succeeds",
+                file=sys.stderr,
+            )
             return result.returncode
     for src, dest in VENDOR_FILES:
         target = BASE_DIR / "static" / "vendor" / dest

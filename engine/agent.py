@@ -52,8 +52,21 @@ SIM_BIN = Path(__file__).resolve().parent / "sim" / "bin"
 # Environment names a plan may set for vllm serve. Anything else (LD_PRELOAD, PATH,
 # PYTHONPATH, …) could turn a plan into code execution, so it is refused.
 ALLOWED_ENV_PREFIXES = (
-    "HCCL_", "GLOO_", "TP_SOCKET_", "OMP_", "TASK_QUEUE_ENABLE", "PYTORCH_NPU_", "ASCEND_", "VLLM_",
-    "HF_", "TRANSFORMERS_", "TOKENIZERS_", "CPU_AFFINITY", "ACL_", "MS_", "INF_NAN_MODE",
+    "HCCL_",
+    "GLOO_",
+    "TP_SOCKET_",
+    "OMP_",
+    "TASK_QUEUE_ENABLE",
+    "PYTORCH_NPU_",
+    "ASCEND_",
+    "VLLM_",
+    "HF_",
+    "TRANSFORMERS_",
+    "TOKENIZERS_",
+    "CPU_AFFINITY",
+    "ACL_",
+    "MS_",
+    "INF_NAN_MODE",
 )
 # The head logs one line per remote engine that completes the handshake.
 JOINED_RE = re.compile(r"Engine rank (\d+) joined")
@@ -73,8 +86,14 @@ class AgentConfig:
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> AgentConfig:
         env = dict(os.environ if environ is None else environ)
-        node = env.get("NODE_NAME") or env.get("CONSOLE_NODE_NAME") or socket.gethostname()
-        broker = env.get("CELERY_BROKER_URL") or env.get("REDIS_URL") or "redis://127.0.0.1:16379/0"
+        node = (
+            env.get("NODE_NAME") or env.get("CONSOLE_NODE_NAME") or socket.gethostname()
+        )
+        broker = (
+            env.get("CELERY_BROKER_URL")
+            or env.get("REDIS_URL")
+            or "redis://127.0.0.1:16379/0"
+        )
         backend = env.get("CELERY_RESULT_BACKEND") or env.get("REDIS_URL") or broker
         if backend.startswith("amqp"):
             backend = "rpc://"
@@ -84,8 +103,20 @@ class AgentConfig:
             workdir = Path(env.get("AGENT_WORKDIR") or base / node / "agent")
         else:
             workdir = Path(env.get("AGENT_WORKDIR") or f"/var/lib/ascend-agent/{node}")
-        version = env.get("SIM_VLLM_VERSION") or env.get("AGENT_VLLM_VERSION") or _installed_vllm() or "0.23.0"
-        return cls(node_name=node, broker_url=broker, result_backend=backend, driver=driver, workdir=workdir.resolve(), vllm_version=version)
+        version = (
+            env.get("SIM_VLLM_VERSION")
+            or env.get("AGENT_VLLM_VERSION")
+            or _installed_vllm()
+            or "0.23.0"
+        )
+        return cls(
+            node_name=node,
+            broker_url=broker,
+            result_backend=backend,
+            driver=driver,
+            workdir=workdir.resolve(),
+            vllm_version=version,
+        )
 
 
 def _installed_vllm() -> str | None:
@@ -102,7 +133,13 @@ config = AgentConfig.from_env()
 # fixups=[]: never load Celery's Django fix-up, even if DJANGO_SETTINGS_MODULE leaks into the env.
 # set_as_current=False: a control-side process that imports this module (tests, tools) must keep
 # the console's app as Celery's current app, or its shared tasks would publish to node.<host>.
-app = Celery("engine.agent", broker=config.broker_url, backend=config.result_backend, fixups=[], set_as_current=False)
+app = Celery(
+    "engine.agent",
+    broker=config.broker_url,
+    backend=config.result_backend,
+    fixups=[],
+    set_as_current=False,
+)
 app.conf.update(
     accept_content=["json"],  # never unpickle what comes over the wire
     task_serializer="json",
@@ -133,7 +170,10 @@ def _prepare_sim() -> None:
     save_config(d, cfg)
     conf = d / "hccn.conf"
     if cfg.npu_ips and not conf.exists():
-        lines = [f"address_{i}={ip}\nnetmask_{i}=255.255.255.0\nnetdetect_{i}={ip.rsplit('.', 1)[0]}.254\n" for i, ip in enumerate(cfg.npu_ips)]
+        lines = [
+            f"address_{i}={ip}\nnetmask_{i}=255.255.255.0\nnetdetect_{i}={ip.rsplit('.', 1)[0]}.254\n"
+            for i, ip in enumerate(cfg.npu_ips)
+        ]
         conf.write_text("".join(lines))
 
 
@@ -142,11 +182,21 @@ if config.driver == "sim":
 
 # Every task this agent runs. Celery executes only registered tasks; this set is
 # the reviewable allowlist, and a test checks the registry equals it.
-ALLOWED_TASKS = frozenset({
-    "node.heartbeat", "node.echo", "node.collect", "node.preflight",
-    "engine.start", "engine.stop", "engine.status", "engine.logs",
-    "sim.inject", "sim.clear", "sim.state",
-})
+ALLOWED_TASKS = frozenset(
+    {
+        "node.heartbeat",
+        "node.echo",
+        "node.collect",
+        "node.preflight",
+        "engine.start",
+        "engine.stop",
+        "engine.status",
+        "engine.logs",
+        "sim.inject",
+        "sim.clear",
+        "sim.state",
+    }
+)
 
 
 def agent_task(name: str) -> Callable[[Callable[..., Any]], Any]:
@@ -170,12 +220,26 @@ def agent_task(name: str) -> Callable[[Callable[..., Any]], Any]:
 
 def _check_node(node: str) -> None:
     if node != config.node_name:
-        raise ValueError(f"task for node {node!r} reached the agent of {config.node_name!r}; check the queue routing")
+        raise ValueError(
+            f"task for node {node!r} reached the agent of {config.node_name!r}; check the queue routing"
+        )
 
 
-def _spec(rank: int = 0, role: str = "head", argv: list[str] | None = None, env: dict[str, str] | None = None) -> EngineSpec:
+def _spec(
+    rank: int = 0,
+    role: str = "head",
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> EngineSpec:
     config.workdir.mkdir(parents=True, exist_ok=True)
-    return EngineSpec(node=config.node_name, rank=rank, role=role, argv=argv or [], env=env or {}, workdir=str(config.workdir))
+    return EngineSpec(
+        node=config.node_name,
+        rank=rank,
+        role=role,
+        argv=argv or [],
+        env=env or {},
+        workdir=str(config.workdir),
+    )
 
 
 def validate_plan(plan: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
@@ -183,13 +247,20 @@ def validate_plan(plan: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     argv = [str(a) for a in plan.get("argv") or []]
     env = {str(k): str(v) for k, v in dict(plan.get("env") or {}).items()}
     if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
-        raise ValueError(f"plan argv must be 'vllm serve MODEL [flags]', got {argv[:3]!r}")
+        raise ValueError(
+            f"plan argv must be 'vllm serve MODEL [flags]', got {argv[:3]!r}"
+        )
     problems = check_argv(argv[2:], config.vllm_version)
     if problems:
-        raise ValueError(f"plan flags rejected for vLLM {config.vllm_version}: " + "; ".join(p.message for p in problems))
+        raise ValueError(
+            f"plan flags rejected for vLLM {config.vllm_version}: "
+            + "; ".join(p.message for p in problems)
+        )
     bad = sorted(k for k in env if not k.startswith(ALLOWED_ENV_PREFIXES))
     if bad:
-        raise ValueError(f"plan environment names not allowed on the agent: {', '.join(bad)}")
+        raise ValueError(
+            f"plan environment names not allowed on the agent: {', '.join(bad)}"
+        )
     return argv, env
 
 
@@ -282,15 +353,28 @@ def engine_start(node: str, plan: dict[str, Any]) -> dict[str, Any]:
 
     _check_node(node)
     argv, env = validate_plan(plan)
-    spec = _spec(rank=int(plan.get("rank", 0)), role=str(plan.get("role", "head")), argv=argv, env=env)
+    spec = _spec(
+        rank=int(plan.get("rank", 0)),
+        role=str(plan.get("role", "head")),
+        argv=argv,
+        env=env,
+    )
     started_at = time.time()
     try:
         status = get_driver(config.driver).start(spec)
     except DriverError as exc:
         tail = str(exc).splitlines()
-        return {"node": config.node_name, "ok": False, "error": str(exc), "permanent": exc.permanent,
-                "diagnoses": [d.to_dict() for d in diagnose(tail)], "started_at": started_at}
-    (config.workdir / "plan.json").write_text(json.dumps({"argv": argv, "env": env, "rank": spec.rank, "role": spec.role}))
+        return {
+            "node": config.node_name,
+            "ok": False,
+            "error": str(exc),
+            "permanent": exc.permanent,
+            "diagnoses": [d.to_dict() for d in diagnose(tail)],
+            "started_at": started_at,
+        }
+    (config.workdir / "plan.json").write_text(
+        json.dumps({"argv": argv, "env": env, "rank": spec.rank, "role": spec.role})
+    )
     return {**_status_dict(status, argv), "ok": True, "started_at": started_at}
 
 
@@ -316,8 +400,14 @@ def engine_status(node: str) -> dict[str, Any]:
 def engine_logs(node: str, lines: int = 200) -> dict[str, Any]:
     """The last ``lines`` lines of the engine log (max 5000) and their diagnosis."""
     _check_node(node)
-    tail = get_driver(config.driver).logs(_spec(argv=_saved_argv()), lines=max(1, min(int(lines), 5000)))
-    return {"node": config.node_name, "lines": tail, "diagnoses": [d.to_dict() for d in diagnose(tail)]}
+    tail = get_driver(config.driver).logs(
+        _spec(argv=_saved_argv()), lines=max(1, min(int(lines), 5000))
+    )
+    return {
+        "node": config.node_name,
+        "lines": tail,
+        "diagnoses": [d.to_dict() for d in diagnose(tail)],
+    }
 
 
 @agent_task("node.collect")
@@ -327,25 +417,47 @@ def node_collect(node: str, model_path: str | None = None) -> dict[str, Any]:
 
     _check_node(node)
     status = get_driver(config.driver).status(_spec(argv=_saved_argv()))
-    sample = collect(node=config.node_name, model_path=model_path, engine_pids=[status.pid] if status.pid else [])
-    sample["engine"] = {"state": status.state, "pid": status.pid, "uptime_s": status.uptime_s}
+    sample = collect(
+        node=config.node_name,
+        model_path=model_path,
+        engine_pids=[status.pid] if status.pid else [],
+    )
+    sample["engine"] = {
+        "state": status.state,
+        "pid": status.pid,
+        "uptime_s": status.uptime_s,
+    }
     return sample
 
 
 @agent_task("node.preflight")
-def node_preflight(node: str, expected_npus: int, host_ip: str, ports: list[int], model_path: str, ping_targets: list[str]) -> dict[str, Any]:
+def node_preflight(
+    node: str,
+    expected_npus: int,
+    host_ip: str,
+    ports: list[int],
+    model_path: str,
+    ping_targets: list[str],
+) -> dict[str, Any]:
     """The node-side preflight checks (engine.preflight), each pass/warn/fail with evidence and a fix."""
     from engine.preflight import run_preflight
 
     _check_node(node)
-    result = run_preflight(expected_npus=int(expected_npus), host_ip=str(host_ip), ports=[int(p) for p in ports],
-                           model_path=str(model_path), ping_targets=[str(t) for t in ping_targets])
+    result = run_preflight(
+        expected_npus=int(expected_npus),
+        host_ip=str(host_ip),
+        ports=[int(p) for p in ports],
+        model_path=str(model_path),
+        ping_targets=[str(t) for t in ping_targets],
+    )
     return {"node": config.node_name, "driver": config.driver, **result}
 
 
 def _require_sim() -> Path:
     if config.driver != "sim":
-        raise PermissionError(f"fault injection is refused: {config.node_name} runs the {config.driver} driver, not the simulator")
+        raise PermissionError(
+            f"fault injection is refused: {config.node_name} runs the {config.driver} driver, not the simulator"
+        )
     from engine.sim.state import node_dir
 
     return node_dir(config.node_name)
@@ -380,7 +492,12 @@ def sim_inject(node: str, fault: str, value: str | None = None) -> dict[str, Any
                     proc.kill()
             psutil.wait_procs(tree, timeout=5)
             killed = bool(tree)
-    return {"node": config.node_name, "faults": faults.to_dict(), "active": faults.active(), "killed_engine": killed}
+    return {
+        "node": config.node_name,
+        "faults": faults.to_dict(),
+        "active": faults.active(),
+        "killed_engine": killed,
+    }
 
 
 @agent_task("sim.clear")
@@ -402,5 +519,10 @@ def sim_state(node: str) -> dict[str, Any]:
     _check_node(node)
     d = _require_sim()
     faults = load_faults(d)
-    return {"node": config.node_name, "config": load_config(d).to_dict(), "faults": faults.to_dict(),
-            "active": faults.active(), "engine": read_engine(d)}
+    return {
+        "node": config.node_name,
+        "config": load_config(d).to_dict(),
+        "faults": faults.to_dict(),
+        "active": faults.active(),
+        "engine": read_engine(d),
+    }

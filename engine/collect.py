@@ -16,17 +16,32 @@ from typing import Any
 import psutil
 
 from engine.parsers import ParseError, Unsupported
-from engine.parsers.hccn_tool import parse_link, parse_link_stat, parse_net_health, parse_stat
+from engine.parsers.hccn_tool import (
+    parse_link,
+    parse_link_stat,
+    parse_net_health,
+    parse_stat,
+)
 from engine.parsers.hccs import parse_hccs
 from engine.parsers.npu_smi import parse_info
 from engine.tools import ToolError, ToolResult, run_tool
 
 # The -stat counters the console stores (npu-exporter exposes the same ones).
 ROCE_COUNTERS = (
-    "roce_tx_all_pkt_num", "roce_rx_all_pkt_num", "roce_tx_err_pkt_num", "roce_rx_err_pkt_num",
-    "roce_new_pkt_rty_num", "roce_out_of_order_num", "roce_qp_status_err_num", "roce_unexpected_ack_num",
-    "roce_verification_err_num", "roce_cqe_num", "mac_tx_bad_pkt_num", "mac_rx_bad_pkt_num",
-    "mac_tx_total_pkt_num", "mac_rx_total_pkt_num",
+    "roce_tx_all_pkt_num",
+    "roce_rx_all_pkt_num",
+    "roce_tx_err_pkt_num",
+    "roce_rx_err_pkt_num",
+    "roce_new_pkt_rty_num",
+    "roce_out_of_order_num",
+    "roce_qp_status_err_num",
+    "roce_unexpected_ack_num",
+    "roce_verification_err_num",
+    "roce_cqe_num",
+    "mac_tx_bad_pkt_num",
+    "mac_rx_bad_pkt_num",
+    "mac_tx_total_pkt_num",
+    "mac_rx_total_pkt_num",
 )
 RAW_KEEP = 4000  # characters of raw output kept with a parse error
 
@@ -46,12 +61,18 @@ def _call(argv: list[str], errors: _Errors, timeout: float) -> ToolResult | None
         errors.add(" ".join(argv), str(exc))
         return None
     if not result.ok:
-        errors.add(" ".join(argv), f"exit {result.returncode}: {(result.stderr or result.stdout).strip()[:300]}", result.stdout)
+        errors.add(
+            " ".join(argv),
+            f"exit {result.returncode}: {(result.stderr or result.stdout).strip()[:300]}",
+            result.stdout,
+        )
         return None
     return result
 
 
-def _npus(errors: _Errors, timeout: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _npus(
+    errors: _Errors, timeout: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     result = _call(["npu-smi", "info"], errors, timeout)
     if result is None:
         return [], []
@@ -63,7 +84,9 @@ def _npus(errors: _Errors, timeout: float) -> tuple[list[dict[str, Any]], list[d
     return [c.to_dict() for c in info.chips], [p.to_dict() for p in info.processes]
 
 
-def _hccs(npu: int, chip: int, timeout: float) -> tuple[dict[str, Any] | None, _Errors, bool]:
+def _hccs(
+    npu: int, chip: int, timeout: float
+) -> tuple[dict[str, Any] | None, _Errors, bool]:
     errors = _Errors()
     argv = ["npu-smi", "info", "-t", "hccs", "-i", str(npu), "-c", str(chip)]
     try:
@@ -74,7 +97,11 @@ def _hccs(npu: int, chip: int, timeout: float) -> tuple[dict[str, Any] | None, _
     try:
         status = parse_hccs(result.stdout + result.stderr)
     except Unsupported:
-        return None, errors, True  # old driver: no -t hccs; reported as unsupported, not a failure
+        return (
+            None,
+            errors,
+            True,
+        )  # old driver: no -t hccs; reported as unsupported, not a failure
     except ParseError as exc:
         errors.add(" ".join(argv), str(exc), result.stdout)
         return None, errors, False
@@ -104,7 +131,11 @@ def _roce(device: int, timeout: float) -> tuple[dict[str, Any], _Errors]:
         if key == "stat":
             value = {k: value[k] for k in ROCE_COUNTERS if k in value}
         elif key == "link_stat":
-            value = {"up_count": value.up_count, "down_count": value.down_count, "last_change": value.records[0] if value.records else None}
+            value = {
+                "up_count": value.up_count,
+                "down_count": value.down_count,
+                "last_change": value.records[0] if value.records else None,
+            }
         port[key] = value
     return port, errors
 
@@ -117,7 +148,9 @@ def host_sample(model_path: str | None, engine_pids: list[int]) -> dict[str, Any
     for pid in engine_pids:
         try:
             proc = psutil.Process(pid)
-            rss += proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
+            rss += proc.memory_info().rss + sum(
+                c.memory_info().rss for c in proc.children(recursive=True)
+            )
         except psutil.Error:
             continue
     load1, load5, load15 = os.getloadavg()
@@ -135,7 +168,13 @@ def host_sample(model_path: str | None, engine_pids: list[int]) -> dict[str, Any
     }
 
 
-def collect(*, node: str, model_path: str | None = None, engine_pids: list[int] | None = None, timeout: float = 10.0) -> dict[str, Any]:
+def collect(
+    *,
+    node: str,
+    model_path: str | None = None,
+    engine_pids: list[int] | None = None,
+    timeout: float = 10.0,
+) -> dict[str, Any]:
     """Run every tool once and return one JSON-safe sample of the node."""
     started = time.time()
     errors = _Errors()

@@ -219,7 +219,9 @@ def model_facts_from_config(path: str) -> dict[str, int] | None:
     try:
         if not config_path.is_file():
             return None
-    except OSError:  # e.g. a path segment longer than the filesystem allows: no such file
+    except (
+        OSError
+    ):  # e.g. a path segment longer than the filesystem allows: no such file
         return None
     try:
         raw = json.loads(config_path.read_text(encoding="utf-8"))

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from engine.parsers import ParseError
-from engine.parsers.hccn_tool import parse_gateway, parse_ip, parse_link, parse_lldp, parse_net_health, parse_netdetect, parse_ping
+from engine.parsers.hccn_tool import (
+    parse_gateway,
+    parse_ip,
+    parse_link,
+    parse_lldp,
+    parse_net_health,
+    parse_netdetect,
+    parse_ping,
+)
 from engine.parsers.npu_smi import NpuSmiInfo, parse_info
 from engine.parsers.npu_smi_kv import parse_board
 from engine.tools import ToolError, run_tool
@@ -55,38 +63,80 @@ def _tool(argv: list[str]) -> tuple[str | None, str]:
     except ToolError as exc:
         return None, str(exc)
     if not result.ok:
-        return None, f"exit {result.returncode}: {(result.stderr or result.stdout).strip()[:200]}"
+        return (
+            None,
+            f"exit {result.returncode}: {(result.stderr or result.stdout).strip()[:200]}",
+        )
     return result.stdout, ""
 
 
 def check_npus(expected: int) -> tuple[list[Check], NpuSmiInfo | None]:
     out, problem = _tool(["npu-smi", "info"])
     if out is None:
-        return [Check("npu-smi", FAIL, problem, "Install/repair the Ascend driver so `npu-smi info` works.")], None
+        return [
+            Check(
+                "npu-smi",
+                FAIL,
+                problem,
+                "Install/repair the Ascend driver so `npu-smi info` works.",
+            )
+        ], None
     try:
         info = parse_info(out)
     except ParseError as exc:
-        return [Check("npu-smi", FAIL, str(exc), "Paste the output into `python -m engine.parsers npu-smi-info -` and report it.")], None
+        return [
+            Check(
+                "npu-smi",
+                FAIL,
+                str(exc),
+                "Paste the output into `python -m engine.parsers npu-smi-info -` and report it.",
+            )
+        ], None
     checks = []
-    bad = [f"NPU {c.npu} chip {c.chip}: {c.health}" for c in info.chips if c.health != "OK"]
+    bad = [
+        f"NPU {c.npu} chip {c.chip}: {c.health}" for c in info.chips if c.health != "OK"
+    ]
     warn_only = all(c.health == "Warning" for c in info.chips if c.health != "OK")
     if not bad:
         checks.append(Check("npu health", PASS, f"{len(info.chips)} chips OK"))
     else:
-        checks.append(Check("npu health", WARN if warn_only else FAIL, "; ".join(bad),
-                            "Check `npu-smi info -t health -i N` for the error code; replace or reset the NPU."))
+        checks.append(
+            Check(
+                "npu health",
+                WARN if warn_only else FAIL,
+                "; ".join(bad),
+                "Check `npu-smi info -t health -i N` for the error code; replace or reset the NPU.",
+            )
+        )
     npus = len({c.npu for c in info.chips})
     if npus == expected:
         checks.append(Check("npu count", PASS, f"{npus} NPUs"))
     else:
-        checks.append(Check("npu count", FAIL, f"{npus} NPUs found, inventory says {expected}",
-                            "Fix the node's NPU count in the inventory or find the missing NPU (npu-smi info -l)."))
-    busy = [f"NPU {c.npu}: {c.hbm_used_mb}/{c.hbm_total_mb} MB" for c in info.chips
-            if c.hbm_used_mb is not None and c.hbm_total_mb and 100.0 * c.hbm_used_mb / c.hbm_total_mb > HBM_BUSY_PCT]
+        checks.append(
+            Check(
+                "npu count",
+                FAIL,
+                f"{npus} NPUs found, inventory says {expected}",
+                "Fix the node's NPU count in the inventory or find the missing NPU (npu-smi info -l).",
+            )
+        )
+    busy = [
+        f"NPU {c.npu}: {c.hbm_used_mb}/{c.hbm_total_mb} MB"
+        for c in info.chips
+        if c.hbm_used_mb is not None
+        and c.hbm_total_mb
+        and 100.0 * c.hbm_used_mb / c.hbm_total_mb > HBM_BUSY_PCT
+    ]
     if busy:
         pids = sorted({p.pid for p in info.processes})
-        checks.append(Check("hbm free", FAIL, "HBM in use: " + "; ".join(busy) + (f" (pids {pids})" if pids else ""),
-                            "Stop the process holding the NPUs (an old vLLM?) before starting."))
+        checks.append(
+            Check(
+                "hbm free",
+                FAIL,
+                "HBM in use: " + "; ".join(busy) + (f" (pids {pids})" if pids else ""),
+                "Stop the process holding the NPUs (an old vLLM?) before starting.",
+            )
+        )
     else:
         checks.append(Check("hbm free", PASS, "HBM free on every NPU"))
     return checks, info
@@ -103,7 +153,10 @@ def versions() -> dict[str, str | None]:
     if out:
         try:
             board = parse_board(out)
-            found["driver"], found["firmware"] = board.software_version, board.firmware_version
+            found["driver"], found["firmware"] = (
+                board.software_version,
+                board.firmware_version,
+            )
         except ParseError:
             pass
     for path in CANN_VERSION_FILES:
@@ -113,7 +166,11 @@ def versions() -> dict[str, str | None]:
                     found["cann"] = line.split("=", 1)[1].strip()
         except OSError:
             continue
-    for dist, key in (("vllm", "vllm"), ("vllm-ascend", "vllm_ascend"), ("torch-npu", "torch_npu")):
+    for dist, key in (
+        ("vllm", "vllm"),
+        ("vllm-ascend", "vllm_ascend"),
+        ("torch-npu", "torch_npu"),
+    ):
         try:
             found[key] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -121,11 +178,19 @@ def versions() -> dict[str, str | None]:
     return found
 
 
-def check_nics(npus: int, ping_targets: list[str]) -> tuple[list[Check], list[str | None]]:
+def check_nics(
+    npus: int, ping_targets: list[str]
+) -> tuple[list[Check], list[str | None]]:
     """hccn_tool link / net_health / lldp / netdetect / gateway per NPU NIC, IPs, and pings."""
     checks: list[Check] = []
     ips: list[str | None] = []
-    failures: dict[str, list[str]] = {"link": [], "net_health": [], "lldp": [], "netdetect": [], "gateway": []}
+    failures: dict[str, list[str]] = {
+        "link": [],
+        "net_health": [],
+        "lldp": [],
+        "netdetect": [],
+        "gateway": [],
+    }
     for i in range(npus):
         for key, cmd, parser, good in (
             ("link", "-link", parse_link, "UP"),
@@ -167,11 +232,27 @@ def check_nics(npus: int, ping_targets: list[str]) -> tuple[list[Check], list[st
     if conf.exists():
         checks.append(Check("hccn.conf", PASS, f"{conf} present"))
     else:
-        checks.append(Check("hccn.conf", FAIL, f"{conf} missing", "Configure the NPU NICs with hccn_tool (-ip -s …); it writes /etc/hccn.conf."))
+        checks.append(
+            Check(
+                "hccn.conf",
+                FAIL,
+                f"{conf} missing",
+                "Configure the NPU NICs with hccn_tool (-ip -s …); it writes /etc/hccn.conf.",
+            )
+        )
     missing_ips = [str(i) for i, ip in enumerate(ips) if not ip]
-    checks.append(Check("npu ips", FAIL if missing_ips else PASS,
-                        f"no IP on NPU {', '.join(missing_ips)}" if missing_ips else ", ".join(ip or "" for ip in ips),
-                        "Set one with `hccn_tool -i N -ip -s address <ip> netmask <mask>`." if missing_ips else ""))
+    checks.append(
+        Check(
+            "npu ips",
+            FAIL if missing_ips else PASS,
+            f"no IP on NPU {', '.join(missing_ips)}"
+            if missing_ips
+            else ", ".join(ip or "" for ip in ips),
+            "Set one with `hccn_tool -i N -ip -s address <ip> netmask <mask>`."
+            if missing_ips
+            else "",
+        )
+    )
     lost = []
     for target in ping_targets:
         out, problem = _tool(["hccn_tool", "-i", "0", "-ping", "-g", "address", target])
@@ -186,9 +267,16 @@ def check_nics(npus: int, ping_targets: list[str]) -> tuple[list[Check], list[st
         if result.received == 0:
             lost.append(f"{target}: {result.sent} sent, 0 received")
     if ping_targets:
-        checks.append(Check("npu ping", FAIL if lost else PASS,
-                            "; ".join(lost) if lost else f"{len(ping_targets)} peer NPU IPs answer",
-                            "Check the RoCE path to the head node's NPUs (switch, VLAN, -link, -net_health on both ends)." if lost else ""))
+        checks.append(
+            Check(
+                "npu ping",
+                FAIL if lost else PASS,
+                "; ".join(lost) if lost else f"{len(ping_targets)} peer NPU IPs answer",
+                "Check the RoCE path to the head node's NPUs (switch, VLAN, -link, -net_health on both ends)."
+                if lost
+                else "",
+            )
+        )
     return checks, ips
 
 
@@ -203,17 +291,32 @@ def _hccn_conf_path() -> Path:
 def check_model(path: str) -> tuple[Check, int | None]:
     """The model directory exists; its total size lets the control side compare nodes."""
     if not path:
-        return Check("model path", WARN, "no model path to check (the node serves no cluster yet)", "The path is checked again when the node joins a cluster."), None
+        return Check(
+            "model path",
+            WARN,
+            "no model path to check (the node serves no cluster yet)",
+            "The path is checked again when the node joins a cluster.",
+        ), None
     if _sim():
         # No weights on a sim node: report a stable simulated size for the path.
         size = int(hashlib.sha256(path.encode()).hexdigest()[:10], 16)
         return Check("model path", PASS, f"{path} (simulated, {size} bytes)"), size
     p = Path(path)
     if not p.exists():
-        return Check("model path", FAIL, f"{path} does not exist", "Copy the model to the same path on every node."), None
+        return Check(
+            "model path",
+            FAIL,
+            f"{path} does not exist",
+            "Copy the model to the same path on every node.",
+        ), None
     size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
     if not (p / "config.json").exists():
-        return Check("model path", WARN, f"{path}: no config.json ({size} bytes)", "Check that this is a Hugging Face model directory."), size
+        return Check(
+            "model path",
+            WARN,
+            f"{path}: no config.json ({size} bytes)",
+            "Check that this is a Hugging Face model directory.",
+        ), size
     return Check("model path", PASS, f"{path} ({size} bytes)"), size
 
 
@@ -227,17 +330,36 @@ def check_ports(host: str, ports: list[int]) -> Check:
             try:
                 s.bind((host, port))
             except OSError as exc:
-                busy.append(f"{host}:{port} ({'in use' if exc.errno == errno.EADDRINUSE else exc.strerror})")
+                busy.append(
+                    f"{host}:{port} ({'in use' if exc.errno == errno.EADDRINUSE else exc.strerror})"
+                )
     if busy:
-        return Check("ports free", FAIL, ", ".join(busy), "Stop what listens there (ss -ltnp) or change the node's API/RPC port.")
+        return Check(
+            "ports free",
+            FAIL,
+            ", ".join(busy),
+            "Stop what listens there (ss -ltnp) or change the node's API/RPC port.",
+        )
     return Check("ports free", PASS, ", ".join(f"{host}:{p}" for p in ports))
 
 
-def run_preflight(*, expected_npus: int, host_ip: str, ports: list[int], model_path: str, ping_targets: list[str]) -> dict[str, Any]:
+def run_preflight(
+    *,
+    expected_npus: int,
+    host_ip: str,
+    ports: list[int],
+    model_path: str,
+    ping_targets: list[str],
+) -> dict[str, Any]:
     """All node-side checks. Returns {"checks": [...], "versions": {...}, "npu_ips": [...], "model_size": int|None}."""
     checks, info = check_npus(expected_npus)
     npus = len({c.npu for c in info.chips}) if info else expected_npus
     nic_checks, ips = check_nics(npus, ping_targets)
     model_check, size = check_model(model_path)
     checks += nic_checks + [model_check, check_ports(host_ip, ports)]
-    return {"checks": [c.to_dict() for c in checks], "versions": versions(), "npu_ips": ips, "model_size": size}
+    return {
+        "checks": [c.to_dict() for c in checks],
+        "versions": versions(),
+        "npu_ips": ips,
+        "model_size": size,
+    }

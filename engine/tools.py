@@ -43,17 +43,32 @@ class ToolError(Exception):
 def _run(argv: list[str], timeout: float) -> ToolResult:
     """Run one tool; the one place to mock. Never a shell, never a command string."""
     if argv[0] not in TOOL_NAMES:
-        raise ToolError(f"{argv[0]!r} is not an allowlisted tool ({', '.join(TOOL_NAMES)})")
-    if os.environ.get("ENGINE_DRIVER") == "sim" and os.environ.get("SIM_TOOLS_EXEC") != "1":
+        raise ToolError(
+            f"{argv[0]!r} is not an allowlisted tool ({', '.join(TOOL_NAMES)})"
+        )
+    if (
+        os.environ.get("ENGINE_DRIVER") == "sim"
+        and os.environ.get("SIM_TOOLS_EXEC") != "1"
+    ):
         return _run_sim_in_process(argv)
     exe = _resolve(argv[0])
     try:
-        proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            [exe, *argv[1:]],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        raise ToolError(f"{' '.join(argv)} did not finish within {timeout:.0f}s") from None
+        raise ToolError(
+            f"{' '.join(argv)} did not finish within {timeout:.0f}s"
+        ) from None
     except OSError as exc:
         raise ToolError(f"{argv[0]} cannot run: {exc.strerror}") from None
-    return ToolResult(argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
+    return ToolResult(
+        argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr
+    )
 
 
 def run_tool(argv: list[str], timeout: float = 10.0) -> ToolResult:
@@ -71,7 +86,9 @@ def _resolve(name: str) -> str:
         candidate = Path(directory) / name
         if candidate.exists():
             return str(candidate)
-    raise ToolError(f"{name} not found on PATH or in {', '.join(TOOL_FALLBACK_DIRS)}; install the Ascend driver package")
+    raise ToolError(
+        f"{name} not found on PATH or in {', '.join(TOOL_FALLBACK_DIRS)}; install the Ascend driver package"
+    )
 
 
 def _run_sim_in_process(argv: list[str]) -> ToolResult:

@@ -16,6 +16,12 @@ from rest_framework.response import Response
 from console.api.permissions import IsAdmin, IsOperator, IsViewer
 from console.models import Cluster
 from monitoring.alerts.catalog import METRICS
+from monitoring.alerts.incidents import (
+    incident_list,
+    incident_stats,
+    incident_timeline,
+    incident_to_dict,
+)
 from monitoring.alerts.selectors import alert_list
 from monitoring.alerts.services import (
     alert_acknowledge,
@@ -23,12 +29,6 @@ from monitoring.alerts.services import (
     rule_delete,
     rule_save,
     silence_create,
-)
-from monitoring.alerts.incidents import (
-    incident_list,
-    incident_stats,
-    incident_timeline,
-    incident_to_dict,
 )
 from monitoring.models_alerts import (
     Alert,
@@ -314,7 +314,9 @@ class IncidentDetailSerializer(IncidentSerializer):
 
 def _incident(pk: int) -> Incident:
     return get_object_or_404(
-        Incident.objects.select_related("alert__rule", "cluster", "node", "approved_by"),
+        Incident.objects.select_related(
+            "alert__rule", "cluster", "node", "approved_by"
+        ),
         pk=pk,
     )
 
@@ -361,7 +363,8 @@ class TimeStatsSerializer(serializers.Serializer[Any]):
     p50 = serializers.FloatField(allow_null=True)
     p95 = serializers.FloatField(allow_null=True)
     histogram = serializers.ListField(
-        child=serializers.IntegerField(), help_text="counts per bucket of buckets_s, then one for longer"
+        child=serializers.IntegerField(),
+        help_text="counts per bucket of buckets_s, then one for longer",
     )
 
 
@@ -427,9 +430,13 @@ urlpatterns = [
     path("incidents/stats/", incidents_stats, name="api-incidents-stats"),
     path("incidents/<int:pk>/", incident_detail, name="api-incident-detail"),
     path(
-        "incidents/<int:pk>/approve/", incident_approve_view, name="api-incident-approve"
+        "incidents/<int:pk>/approve/",
+        incident_approve_view,
+        name="api-incident-approve",
     ),
-    path("incidents/<int:pk>/reject/", incident_reject_view, name="api-incident-reject"),
+    path(
+        "incidents/<int:pk>/reject/", incident_reject_view, name="api-incident-reject"
+    ),
     path("alerts/", alerts, name="api-alerts"),
     path("alerts/<int:pk>/ack/", alert_ack, name="api-alert-ack"),
     path("silences/", silences, name="api-silences"),

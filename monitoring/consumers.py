@@ -23,7 +23,11 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not await database_sync_to_async(has_role)(user, "viewer"):
+        if (
+            user is None
+            or not user.is_authenticated
+            or not await database_sync_to_async(has_role)(user, "viewer")
+        ):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         cluster_id = int(self.scope["url_route"]["kwargs"]["cluster_id"])

@@ -324,7 +324,9 @@ def _gateway_errors_family() -> Metric:
         labels=["cluster"],
     )
     try:
-        totals = upstream_errors_total(redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=2))
+        totals = upstream_errors_total(
+            redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=2)
+        )
     except redis.RedisError:
         return fam
     names = dict(Cluster.objects.filter(pk__in=list(totals)).values_list("pk", "name"))

@@ -108,8 +108,10 @@ def _num(value: Any) -> float | None:
 
 def _links_idle(prev_links: list[list[int]] | None, links: list[list[int]]) -> bool:
     """True when a usable previous sample shows no HCCS packet sent on any link since."""
-    return bool(prev_links) and len(prev_links) == len(links) and all(
-        p[0] == c[0] for p, c in zip(prev_links or [], links, strict=True)
+    return (
+        bool(prev_links)
+        and len(prev_links) == len(links)
+        and all(p[0] == c[0] for p, c in zip(prev_links or [], links, strict=True))
     )
 
 

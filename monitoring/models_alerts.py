@@ -110,7 +110,9 @@ class AlertRule(models.Model):
     cooldown_s = models.PositiveIntegerField(
         _("cooldown (seconds)"),
         default=600,
-        help_text=_("No new automatic action of this rule on the same cluster for this long after one started."),
+        help_text=_(
+            "No new automatic action of this rule on the same cluster for this long after one started."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -377,7 +379,11 @@ class Incident(models.Model):
 
     alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="incidents")
     cluster = models.ForeignKey(
-        Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="incidents"
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="incidents",
     )
     node = models.ForeignKey(
         Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="incidents"
@@ -398,18 +404,29 @@ class Incident(models.Model):
     fault_onset_at = models.DateTimeField(_("fault onset"))
     detected_at = models.DateTimeField(_("detected"))
     decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
-    operation_started_at = models.DateTimeField(_("operation started"), null=True, blank=True)
+    operation_started_at = models.DateTimeField(
+        _("operation started"), null=True, blank=True
+    )
     healthy_at = models.DateTimeField(_("healthy again"), null=True, blank=True)
     resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True)
     approved_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     approved_at = models.DateTimeField(_("approved"), null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-detected_at", "-pk"]
-        indexes = [models.Index(fields=["cluster", "action", "-created_at"], name="incident_cluster_action")]
+        indexes = [
+            models.Index(
+                fields=["cluster", "action", "-created_at"],
+                name="incident_cluster_action",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"incident #{self.pk} {self.action} {self.alert.target}"

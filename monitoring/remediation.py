@@ -68,21 +68,33 @@ class RemediationRefused(Exception):
 # -- timeline -------------------------------------------------------------------------
 
 
-def _note(incident: Incident, decision: str, message: str, *, actor: Any = None, **data: Any) -> None:
+def _note(
+    incident: Incident, decision: str, message: str, *, actor: Any = None, **data: Any
+) -> None:
     """One line on the alert's timeline and one audit row, for every decision taken or skipped."""
     AlertEvent.objects.create(
         alert=incident.alert,
         kind=AlertEventKind.REMEDIATION,
         message=message[:500],
         actor=actor if getattr(actor, "pk", None) else None,
-        data={"incident": incident.pk, "decision": decision, "action": incident.action, **data},
+        data={
+            "incident": incident.pk,
+            "decision": decision,
+            "action": incident.action,
+            **data,
+        },
     )
     audit_record(
         action=f"remediation.{decision}",
         actor=actor,
         target=incident,
         target_repr=f"incident #{incident.pk} ({incident.action} {incident.alert.target})",
-        after={"state": incident.state, "action": incident.action, "message": message[:300], **data},
+        after={
+            "state": incident.state,
+            "action": incident.action,
+            "message": message[:300],
+            **data,
+        },
         result="denied" if decision in ("skip", "escalate") else "success",
         message=message[:300],
     )
@@ -146,7 +158,9 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
                 .exclude(alert=alert)
                 .first()
             )
-            if joined is not None:  # e.g. "engine process failed" and "engine health failing" together
+            if (
+                joined is not None
+            ):  # e.g. "engine process failed" and "engine health failing" together
                 AlertEvent.objects.create(
                     alert=alert,
                     kind=AlertEventKind.REMEDIATION,
@@ -174,8 +188,16 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
         if problem:
             return _escalate(incident, problem[0], **problem[1])
         if incident.policy == RemediationPolicy.ASK:
-            _set(incident, state=IncidentState.AWAITING_APPROVAL, summary=f"{action} waits for an operator's approval")
-            _note(incident, "ask", f"proposed: {_describe(incident)}; waiting for an operator to approve")
+            _set(
+                incident,
+                state=IncidentState.AWAITING_APPROVAL,
+                summary=f"{action} waits for an operator's approval",
+            )
+            _note(
+                incident,
+                "ask",
+                f"proposed: {_describe(incident)}; waiting for an operator to approve",
+            )
             return incident
         _note(incident, "act", f"automatic: {_describe(incident)}")
         _execute(incident)
@@ -203,15 +225,22 @@ def _guardrail(incident: Incident, *, now: datetime) -> str:
         return "the alert belongs to no cluster"
     if cluster.maintenance_mode:
         return f"{cluster.name} is in maintenance mode (automatic actions paused)"
-    if cluster.state not in (ClusterState.RUNNING, ClusterState.DEGRADED) and incident.action != RemediationAction.RESTART:
+    if (
+        cluster.state not in (ClusterState.RUNNING, ClusterState.DEGRADED)
+        and incident.action != RemediationAction.RESTART
+    ):
         return f"{cluster.name} is {cluster.state}, not serving"
-    running = Operation.objects.filter(cluster=cluster, finished_at__isnull=True).first()
+    running = Operation.objects.filter(
+        cluster=cluster, finished_at__isnull=True
+    ).first()
     if running is not None:
         return f"operation #{running.pk} ({running.kind}) is active on {cluster.name}"
     cooldown = timedelta(seconds=alert.rule.cooldown_s)
     recent = (
         Incident.objects.filter(
-            cluster=cluster, action=incident.action, operation_started_at__gte=now - cooldown
+            cluster=cluster,
+            action=incident.action,
+            operation_started_at__gte=now - cooldown,
         )
         .exclude(pk=incident.pk)
         .order_by("-operation_started_at")
@@ -235,10 +264,15 @@ def roce_evidence(node: Node) -> tuple[bool, dict[str, Any]]:
     bad = [
         {"npu": p.get("npu"), "link": p.get("link"), "net_health": p.get("net_health")}
         for p in ports
-        if p.get("link") != "UP" or str(p.get("net_health") or "").lower() not in ROCE_OK_HEALTH
+        if p.get("link") != "UP"
+        or str(p.get("net_health") or "").lower() not in ROCE_OK_HEALTH
     ]
     ok = bool(ports) and not bad
-    return ok, {"roce_ports": len(ports), "roce_bad": bad, "sampled_at": latest.ts.isoformat() if latest else None}
+    return ok, {
+        "roce_ports": len(ports),
+        "roce_bad": bad,
+        "sampled_at": latest.ts.isoformat() if latest else None,
+    }
 
 
 def spare_for(node: Node) -> Node | None:
@@ -251,7 +285,9 @@ def spare_for(node: Node) -> Node | None:
             npu_count=node.npu_count,
             hbm_per_npu_gb=node.hbm_per_npu_gb,
         )
-        .exclude(state__in=(NodeState.OUT_OF_SERVICE, NodeState.UNREACHABLE, NodeState.STALE))
+        .exclude(
+            state__in=(NodeState.OUT_OF_SERVICE, NodeState.UNREACHABLE, NodeState.STALE)
+        )
         .exclude(pk=node.pk)
         .order_by("name")
         .first()
@@ -281,26 +317,57 @@ def _precondition(incident: Incident) -> tuple[str, dict[str, Any]] | None:
             return "failover needs a node-scoped alert", {}
         if node.link_mode == "roce":
             _set(incident, action=RemediationAction.REPLACE)
-            _note(incident, "next", f"{node.name} already runs on RoCE and still loses packets: moving to the second remedy")
+            _note(
+                incident,
+                "next",
+                f"{node.name} already runs on RoCE and still loses packets: moving to the second remedy",
+            )
             return _precondition(incident)
         ok, evidence = roce_evidence(node)
         if not ok:
-            ports = ", ".join(f"NPU {p['npu']}: link {p['link']}, net_health {p['net_health']}" for p in evidence["roce_bad"]) or "no RoCE sample"
-            return f"{node.name} loses HCCS packets but its RoCE ports are not healthy ({ports}): no failover restart", evidence
+            ports = (
+                ", ".join(
+                    f"NPU {p['npu']}: link {p['link']}, net_health {p['net_health']}"
+                    for p in evidence["roce_bad"]
+                )
+                or "no RoCE sample"
+            )
+            return (
+                f"{node.name} loses HCCS packets but its RoCE ports are not healthy ({ports}): no failover restart",
+                evidence,
+            )
     if incident.action == RemediationAction.REPLACE:
         if node is None:
             return "replacement needs a node-scoped alert", {}
         if spare_for(node) is None:
-            return f"no idle spare with {node.npu_count} × {node.npu_model} ({node.hbm_per_npu_gb} GB) to replace {node.name}", {}
+            return (
+                f"no idle spare with {node.npu_count} × {node.npu_model} ({node.hbm_per_npu_gb} GB) to replace {node.name}",
+                {},
+            )
     if incident.action == RemediationAction.RESTART:
-        window = timezone.now() - timedelta(seconds=settings.REMEDIATION_RESTART_WINDOW_S)
-        tries = Operation.objects.filter(
-            cluster=cluster, kind=OperationKind.RESTART, source="automation", created_at__gte=window
-        ).exclude(state=OperationState.SUCCEEDED).count()
+        window = timezone.now() - timedelta(
+            seconds=settings.REMEDIATION_RESTART_WINDOW_S
+        )
+        tries = (
+            Operation.objects.filter(
+                cluster=cluster,
+                kind=OperationKind.RESTART,
+                source="automation",
+                created_at__gte=window,
+            )
+            .exclude(state=OperationState.SUCCEEDED)
+            .count()
+        )
         if tries >= settings.REMEDIATION_RESTART_MAX_ATTEMPTS:
-            return f"{tries} automatic restarts of {cluster.name} failed in the last {settings.REMEDIATION_RESTART_WINDOW_S} s: not trying again", {"failed_restarts": tries}
+            return (
+                f"{tries} automatic restarts of {cluster.name} failed in the last {settings.REMEDIATION_RESTART_WINDOW_S} s: not trying again",
+                {"failed_restarts": tries},
+            )
     if incident.action == RemediationAction.SCALE_OUT and standby_for(cluster) is None:
-        return f"no stopped standby cluster serves {cluster.profile.served_model_name}", {}
+        return (
+            f"no stopped standby cluster serves {cluster.profile.served_model_name}",
+            {},
+        )
     return None
 
 
@@ -309,7 +376,11 @@ def _precondition(incident: Incident) -> tuple[str, dict[str, Any]] | None:
 
 def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     """Start the operation for the incident's current action; records it, or escalates on refusal."""
-    from console.services.operations import OperationConflict, OperationRefused, operation_start
+    from console.services.operations import (
+        OperationConflict,
+        OperationRefused,
+        operation_start,
+    )
 
     cluster, node = incident.cluster, incident.node
     assert cluster is not None
@@ -323,15 +394,23 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     elif incident.action == RemediationAction.SCALE_OUT:
         standby = standby_for(cluster)
         if standby is None:
-            _escalate(incident, f"no stopped standby cluster serves {cluster.profile.served_model_name}")
+            _escalate(
+                incident,
+                f"no stopped standby cluster serves {cluster.profile.served_model_name}",
+            )
             return None
         target = standby
         params.update(scale_out_of=cluster.name)
     reason = f"incident #{incident.pk}: {incident.alert.message}"[:500]
     try:
         op = operation_start(
-            cluster=target, kind=kind, user=user, actor="remediation", source="automation" if user is None else "ui",
-            reason=reason, params=params,
+            cluster=target,
+            kind=kind,
+            user=user,
+            actor="remediation",
+            source="automation" if user is None else "ui",
+            reason=reason,
+            params=params,
         )
     except (OperationConflict, OperationRefused) as exc:
         _escalate(incident, f"could not start {kind} on {target.name}: {exc}")
@@ -343,17 +422,34 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
         operation_ids=[*incident.operation_ids, op.pk],
         summary=f"operation #{op.pk} ({kind} on {target.name}) started",
     )
-    _note(incident, "operation", f"operation #{op.pk}: {kind} on {target.name}", operation=op.pk, attempt=incident.attempts)
+    _note(
+        incident,
+        "operation",
+        f"operation #{op.pk}: {kind} on {target.name}",
+        operation=op.pk,
+        attempt=incident.attempts,
+    )
     return op
 
 
 def incident_approve(*, incident: Incident, user: Any) -> Operation | None:
     """An operator approves an ``ask`` incident: guardrails again, then act. Raises RemediationRefused."""
     with transaction.atomic():
-        incident = Incident.objects.select_for_update(of=("self",)).select_related("alert__rule", "cluster", "node").get(pk=incident.pk)
+        incident = (
+            Incident.objects.select_for_update(of=("self",))
+            .select_related("alert__rule", "cluster", "node")
+            .get(pk=incident.pk)
+        )
         if incident.state != IncidentState.AWAITING_APPROVAL:
-            raise RemediationRefused(f"incident #{incident.pk} is {incident.state}, not awaiting approval")
-        _set(incident, approved_by=user, approved_at=timezone.now(), state=IncidentState.SCHEDULED)
+            raise RemediationRefused(
+                f"incident #{incident.pk} is {incident.state}, not awaiting approval"
+            )
+        _set(
+            incident,
+            approved_by=user,
+            approved_at=timezone.now(),
+            state=IncidentState.SCHEDULED,
+        )
         reason = _guardrail(incident, now=timezone.now())
         if reason:
             _set(incident, state=IncidentState.AWAITING_APPROVAL)
@@ -362,17 +458,32 @@ def incident_approve(*, incident: Incident, user: Any) -> Operation | None:
         if problem:
             _escalate(incident, problem[0], **problem[1])
             return None
-        _note(incident, "approve", f"approved by {user.username}: {_describe(incident)}", actor=user)
+        _note(
+            incident,
+            "approve",
+            f"approved by {user.username}: {_describe(incident)}",
+            actor=user,
+        )
         return _execute(incident, user=user)
 
 
 def incident_reject(*, incident: Incident, user: Any) -> Incident:
     """An operator declines an ``ask`` incident (the alert stays)."""
     with transaction.atomic():
-        incident = Incident.objects.select_for_update(of=("self",)).select_related("alert").get(pk=incident.pk)
+        incident = (
+            Incident.objects.select_for_update(of=("self",))
+            .select_related("alert")
+            .get(pk=incident.pk)
+        )
         if incident.state != IncidentState.AWAITING_APPROVAL:
-            raise RemediationRefused(f"incident #{incident.pk} is {incident.state}, not awaiting approval")
-        _set(incident, state=IncidentState.REJECTED, summary=f"rejected by {user.username}")
+            raise RemediationRefused(
+                f"incident #{incident.pk} is {incident.state}, not awaiting approval"
+            )
+        _set(
+            incident,
+            state=IncidentState.REJECTED,
+            summary=f"rejected by {user.username}",
+        )
         _note(incident, "reject", f"rejected by {user.username}", actor=user)
     return incident
 
@@ -385,7 +496,10 @@ def operation_finished(operation_id: int) -> None:
         return
     with transaction.atomic():
         incident = (
-            Incident.objects.select_for_update(of=("self",)).select_related("alert__rule", "cluster", "node").filter(pk=incident_id).first()
+            Incident.objects.select_for_update(of=("self",))
+            .select_related("alert__rule", "cluster", "node")
+            .filter(pk=incident_id)
+            .first()
         )
         if incident is None or incident.state != IncidentState.RUNNING:
             return
@@ -396,12 +510,25 @@ def operation_finished(operation_id: int) -> None:
         elif op.state == OperationState.CANCELLED:
             # a person stepped in: automation stands down for this incident
             who = (op.params or {}).get("cancel_requested") or "an operator"
-            _set(incident, state=IncidentState.SKIPPED, summary=f"operation #{op.pk} was cancelled by {who}; no further automatic action")
-            _note(incident, "skip", f"operation #{op.pk} was cancelled by {who}: automation stands down for this incident", operation=op.pk)
+            _set(
+                incident,
+                state=IncidentState.SKIPPED,
+                summary=f"operation #{op.pk} was cancelled by {who}; no further automatic action",
+            )
+            _note(
+                incident,
+                "skip",
+                f"operation #{op.pk} was cancelled by {who}: automation stands down for this incident",
+                operation=op.pk,
+            )
         elif op.state == OperationState.INTERRUPTED:
             # the control plane itself lost the operation: never pile another restart on top
-            _escalate(incident, f"operation #{op.pk} ({op.kind}) was interrupted: {op.error[:200]}; "
-                                "check the control worker and the cluster, then act by hand", operation=op.pk)
+            _escalate(
+                incident,
+                f"operation #{op.pk} ({op.kind}) was interrupted: {op.error[:200]}; "
+                "check the control worker and the cluster, then act by hand",
+                operation=op.pk,
+            )
         else:
             _failed(incident, op)
 
@@ -413,13 +540,18 @@ def _succeeded(incident: Incident, op: Operation) -> None:
         if verification.get("ok") is None:
             # no traffic on either link: replacing a node on no evidence would be a guess
             _set(incident, healthy_at=op.finished_at)
-            _escalate(incident, f"failover verification inconclusive: {verification.get('detail', '')}; "
-                                "the engine is healthy on RoCE, check the node's traffic by hand", verification=verification)
+            _escalate(
+                incident,
+                f"failover verification inconclusive: {verification.get('detail', '')}; "
+                "the engine is healthy on RoCE, check the node's traffic by hand",
+                verification=verification,
+            )
             return
         if not verification.get("ok"):
             node = incident.node
             _note(
-                incident, "verify",
+                incident,
+                "verify",
                 f"the switch to RoCE did not take effect on {node.name if node else '?'}: {verification.get('detail', '')} "
                 "(whether HCCL honours HCCL_INTRA_ROCE_ENABLE depends on hardware, CANN version and operator path); "
                 "moving to the second remedy: replace the node with a spare",
@@ -432,11 +564,27 @@ def _succeeded(incident: Incident, op: Operation) -> None:
                 return
             _execute(incident)
             return
-        _note(incident, "verify", f"verified: {verification.get('detail', '')}", verification=verification)
-    _set(incident, state=IncidentState.RECOVERED, healthy_at=op.finished_at, summary=f"operation #{op.pk} succeeded; engine healthy")
+        _note(
+            incident,
+            "verify",
+            f"verified: {verification.get('detail', '')}",
+            verification=verification,
+        )
+    _set(
+        incident,
+        state=IncidentState.RECOVERED,
+        healthy_at=op.finished_at,
+        summary=f"operation #{op.pk} succeeded; engine healthy",
+    )
     mttr = incident.mttr_s if incident.resolved_at else None
     tail = f"; time to recovery {mttr:.1f} s" if mttr is not None else ""
-    _note(incident, "recovered", f"operation #{op.pk} succeeded: engine healthy again{tail}", operation=op.pk, mttr_s=mttr)
+    _note(
+        incident,
+        "recovered",
+        f"operation #{op.pk} succeeded: engine healthy again{tail}",
+        operation=op.pk,
+        mttr_s=mttr,
+    )
     if incident.action == RemediationAction.REPLACE:
         _replaced_node_alerts_resolve(incident, op)
 
@@ -448,14 +596,24 @@ def _replaced_node_alerts_resolve(incident: Incident, op: Operation) -> None:
         return
     now = timezone.now()
     spare = (op.result or {}).get("replace", {}).get("spare", "a spare")
-    alerts = list(Alert.objects.filter(node=node, resolved_at__isnull=True).select_related("rule", "cluster"))
+    alerts = list(
+        Alert.objects.filter(node=node, resolved_at__isnull=True).select_related(
+            "rule", "cluster"
+        )
+    )
     for alert in alerts:
-        Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED, resolved_at=now)
+        Alert.objects.filter(pk=alert.pk).update(
+            state=AlertState.RESOLVED, resolved_at=now
+        )
         AlertEvent.objects.create(
-            alert=alert, kind=AlertEventKind.RESOLVED, at=now,
+            alert=alert,
+            kind=AlertEventKind.RESOLVED,
+            at=now,
             message=f"{node.name} was replaced by {spare} and is out of service",
         )
-    Incident.objects.filter(alert__in=alerts, resolved_at__isnull=True).update(resolved_at=now)
+    Incident.objects.filter(alert__in=alerts, resolved_at__isnull=True).update(
+        resolved_at=now
+    )
     incident.refresh_from_db()
     for alert in alerts:
         alert.refresh_from_db()
@@ -468,18 +626,35 @@ def _failed(incident: Incident, op: Operation) -> None:
     what = f"operation #{op.pk} ({op.kind}) {op.state}: {op.error[:200]}"
     if incident.action == RemediationAction.RESTART:
         if incident.attempts >= settings.REMEDIATION_RESTART_MAX_ATTEMPTS:
-            _escalate(incident, f"{incident.attempts} restarts failed; last: {what}", attempts=incident.attempts)
+            _escalate(
+                incident,
+                f"{incident.attempts} restarts failed; last: {what}",
+                attempts=incident.attempts,
+            )
             return
         delay = settings.REMEDIATION_RESTART_BACKOFF_S * (2 ** (incident.attempts - 1))
         _set(incident, summary=f"{what}; retrying in {delay:g} s")
-        _note(incident, "retry", f"{what}; attempt {incident.attempts + 1} of {settings.REMEDIATION_RESTART_MAX_ATTEMPTS} in {delay:g} s (backoff)", delay_s=delay)
+        _note(
+            incident,
+            "retry",
+            f"{what}; attempt {incident.attempts + 1} of {settings.REMEDIATION_RESTART_MAX_ATTEMPTS} in {delay:g} s (backoff)",
+            delay_s=delay,
+        )
         from monitoring.alerts.tasks import remediation_retry_task
 
         pk = incident.pk
-        transaction.on_commit(lambda: remediation_retry_task.apply_async(kwargs={"incident_id": pk}, countdown=delay))
+        transaction.on_commit(
+            lambda: remediation_retry_task.apply_async(
+                kwargs={"incident_id": pk}, countdown=delay
+            )
+        )
         return
     if incident.action == RemediationAction.FAILOVER:
-        _note(incident, "next", f"{what}; moving to the second remedy: replace the node with a spare")
+        _note(
+            incident,
+            "next",
+            f"{what}; moving to the second remedy: replace the node with a spare",
+        )
         _set(incident, action=RemediationAction.REPLACE)
         problem = _precondition(incident)
         if problem:
@@ -493,14 +668,23 @@ def _failed(incident: Incident, op: Operation) -> None:
 def remediation_retry(incident_id: int) -> None:
     """The backoff ran out: try the incident's action again (unless something changed meanwhile)."""
     with transaction.atomic():
-        incident = Incident.objects.select_for_update(of=("self",)).select_related("alert__rule", "cluster", "node").filter(pk=incident_id).first()
+        incident = (
+            Incident.objects.select_for_update(of=("self",))
+            .select_related("alert__rule", "cluster", "node")
+            .filter(pk=incident_id)
+            .first()
+        )
         if incident is None or incident.state != IncidentState.RUNNING:
             return
         cluster = incident.cluster
         assert cluster is not None
         cluster.refresh_from_db()
         if cluster.maintenance_mode:
-            _set(incident, state=IncidentState.SKIPPED, summary="maintenance mode switched on during the backoff")
+            _set(
+                incident,
+                state=IncidentState.SKIPPED,
+                summary="maintenance mode switched on during the backoff",
+            )
             _note(incident, "skip", f"no retry: {cluster.name} is in maintenance mode")
             return
         _execute(incident)
@@ -510,12 +694,32 @@ def alert_resolved(alert: Alert) -> None:
     """The alert resolved: close its incidents' clocks; an unapproved proposal lapses."""
     now = alert.resolved_at or timezone.now()
     with transaction.atomic():
-        for incident in Incident.objects.select_for_update(of=("self",)).select_related("alert").filter(alert=alert, resolved_at__isnull=True):
+        for incident in (
+            Incident.objects.select_for_update(of=("self",))
+            .select_related("alert")
+            .filter(alert=alert, resolved_at__isnull=True)
+        ):
             if incident.state == IncidentState.AWAITING_APPROVAL:
-                _set(incident, state=IncidentState.SKIPPED, summary="the alert resolved before anyone approved", resolved_at=now)
-                _note(incident, "lapse", "the alert resolved before anyone approved the action")
+                _set(
+                    incident,
+                    state=IncidentState.SKIPPED,
+                    summary="the alert resolved before anyone approved",
+                    resolved_at=now,
+                )
+                _note(
+                    incident,
+                    "lapse",
+                    "the alert resolved before anyone approved the action",
+                )
                 continue
             _set(incident, resolved_at=now)
             if incident.state in (IncidentState.RECOVERED, IncidentState.RUNNING):
                 mttr = incident.mttr_s
-                _note(incident, "resolved", f"alert resolved; time to recovery {mttr:.1f} s" if mttr is not None else "alert resolved", mttr_s=mttr)
+                _note(
+                    incident,
+                    "resolved",
+                    f"alert resolved; time to recovery {mttr:.1f} s"
+                    if mttr is not None
+                    else "alert resolved",
+                    mttr_s=mttr,
+                )

@@ -22,11 +22,15 @@ def die_with_parent() -> None:
     import ctypes
     import signal
 
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(
+        1, signal.SIGTERM
+    )  # PR_SET_PDEATHSIG
 
 
 @contextmanager
-def agent_worker(node: str, *, driver: str = "sim", extra_env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+def agent_worker(
+    node: str, *, driver: str = "sim", extra_env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
     """Run ``celery -A engine.agent worker -Q node.<node>`` until the block ends; wait until it answers."""
     env = {
         **os.environ,
@@ -38,9 +42,35 @@ def agent_worker(node: str, *, driver: str = "sim", extra_env: dict[str, str] | 
         **(extra_env or {}),
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    argv = [sys.executable, "-m", "celery", "-A", "engine.agent", "worker", "-Q", f"node.{node}", "-n", f"agent.{node}@test",
-            "--pool", "threads", "--concurrency", "4", "--without-mingle", "--without-gossip", "--loglevel", "WARNING"]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=die_with_parent)
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "engine.agent",
+        "worker",
+        "-Q",
+        f"node.{node}",
+        "-n",
+        f"agent.{node}@test",
+        "--pool",
+        "threads",
+        "--concurrency",
+        "4",
+        "--without-mingle",
+        "--without-gossip",
+        "--loglevel",
+        "WARNING",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent,
+    )
     try:
         from console.celery import app
 
@@ -52,7 +82,9 @@ def agent_worker(node: str, *, driver: str = "sim", extra_env: dict[str, str] | 
             except Exception:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     out = proc.stdout.read() if proc.stdout else ""
-                    raise RuntimeError(f"agent {node} did not come up:\n{out[-3000:]}") from None
+                    raise RuntimeError(
+                        f"agent {node} did not come up:\n{out[-3000:]}"
+                    ) from None
         yield proc
     finally:
         proc.terminate()
@@ -75,14 +107,49 @@ def database_url() -> str:
 
 
 @contextmanager
-def control_worker(extra_env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+def control_worker(
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen[str]]:
     """Run ``celery -A console worker -Q control`` against the test database until the block ends."""
-    env = {**os.environ, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "console.settings",
-           **(extra_env or {})}
-    argv = [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "control", "-n", f"control.{os.getpid()}.{time.monotonic_ns()}@test",
-            "--pool", "threads", "--concurrency", "2", "--without-mingle", "--without-gossip", "--loglevel", "WARNING"]
-    log = open(Path(os.environ["CONSOLE_VAR_DIR"]) / f"control-{time.monotonic_ns()}.log", "w+")  # noqa: SIM115
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True, preexec_fn=die_with_parent)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        **(extra_env or {}),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "console",
+        "worker",
+        "-Q",
+        "control",
+        "-n",
+        f"control.{os.getpid()}.{time.monotonic_ns()}@test",
+        "--pool",
+        "threads",
+        "--concurrency",
+        "2",
+        "--without-mingle",
+        "--without-gossip",
+        "--loglevel",
+        "WARNING",
+    ]
+    log = open(
+        Path(os.environ["CONSOLE_VAR_DIR"]) / f"control-{time.monotonic_ns()}.log", "w+"
+    )  # noqa: SIM115
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent,
+    )
     try:
         from console.celery import app
 
@@ -94,7 +161,9 @@ def control_worker(extra_env: dict[str, str] | None = None) -> Iterator[subproce
             except Exception:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
-                    raise RuntimeError(f"control worker did not come up:\n{log.read()[-3000:]}") from None
+                    raise RuntimeError(
+                        f"control worker did not come up:\n{log.read()[-3000:]}"
+                    ) from None
         yield proc
     finally:
         if proc.poll() is None:
@@ -108,7 +177,11 @@ def control_worker(extra_env: dict[str, str] | None = None) -> Iterator[subproce
 
 
 @contextmanager
-def agents(nodes: list[str], extra_env: dict[str, str] | None = None, npu_ips: dict[str, list[str]] | None = None) -> Iterator[dict[str, subprocess.Popen[str]]]:
+def agents(
+    nodes: list[str],
+    extra_env: dict[str, str] | None = None,
+    npu_ips: dict[str, list[str]] | None = None,
+) -> Iterator[dict[str, subprocess.Popen[str]]]:
     """Several agent workers at once (started together, stopped together)."""
     from contextlib import ExitStack
 
@@ -133,7 +206,9 @@ def sim_engines(state_dir: str | Path) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline", "environ"]):
         try:
             cmd = " ".join(proc.info["cmdline"] or [])
-            if "engine.sim.vllm" in cmd and (proc.info["environ"] or {}).get("SIM_STATE_DIR") == str(state_dir):
+            if "engine.sim.vllm" in cmd and (proc.info["environ"] or {}).get(
+                "SIM_STATE_DIR"
+            ) == str(state_dir):
                 found.append(proc)
         except (psutil.Error, TypeError):
             continue

@@ -12,7 +12,9 @@ from console.services.inventory import DEMO_PROFILES, QWEN35_FACTS
 
 
 def make_user(username: str, role: str | None) -> Any:
-    user = get_user_model().objects.create_user(username=username, password="pw-" + username)
+    user = get_user_model().objects.create_user(
+        username=username, password="pw-" + username
+    )
     if role:
         set_user_role(user, role)
     return user
@@ -24,7 +26,13 @@ def make_profile(**overrides: Any) -> EngineProfile:
     return EngineProfile.objects.create(**values)
 
 
-def make_cluster(name: str = "test-cluster", nodes: int = 4, profile: EngineProfile | None = None, *, free_ports: bool = False) -> Cluster:
+def make_cluster(
+    name: str = "test-cluster",
+    nodes: int = 4,
+    profile: EngineProfile | None = None,
+    *,
+    free_ports: bool = False,
+) -> Cluster:
     """A cluster of ``nodes`` sim nodes, ranks 0..n-1, head at rank 0, each on its own loopback IP."""
     profile = profile or make_profile(name=f"profile for {name}")
     cluster = Cluster.objects.create(name=name, profile=profile)

@@ -18,5 +18,7 @@ class BoundedLimitOffsetPagination(LimitOffsetPagination):
     def get_offset(self, request: Request) -> int:
         offset = super().get_offset(request)
         if offset > MAX_OFFSET:
-            raise ValidationError({self.offset_query_param: [f"must be at most {MAX_OFFSET}"]})
+            raise ValidationError(
+                {self.offset_query_param: [f"must be at most {MAX_OFFSET}"]}
+            )
         return offset

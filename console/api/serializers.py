@@ -98,16 +98,36 @@ class OperationCreateSerializer(serializers.Serializer):
         cluster = self.context.get("cluster")
         if attrs["kind"] != "replace":
             if "node" in attrs or "spare" in attrs:
-                raise serializers.ValidationError({"node": ["Only replace takes node and spare."]})
+                raise serializers.ValidationError(
+                    {"node": ["Only replace takes node and spare."]}
+                )
             return
         name = attrs.get("node")
         if not name:
-            raise serializers.ValidationError({"node": ["replace needs the name of the node to take out of service."]})
+            raise serializers.ValidationError(
+                {"node": ["replace needs the name of the node to take out of service."]}
+            )
         if cluster is not None and not cluster.nodes.filter(name=name).exists():
-            raise serializers.ValidationError({"node": [f"{name!r} is not a node of {cluster.name}."]})
+            raise serializers.ValidationError(
+                {"node": [f"{name!r} is not a node of {cluster.name}."]}
+            )
         spare = attrs.get("spare")
-        if spare and not Node.objects.filter(name=spare, cluster__isnull=True, role="spare", state__in=("ready", "unknown")).exists():
-            raise serializers.ValidationError({"spare": [f"{spare!r} is not an idle, in-service spare; pick one from GET /api/nodes/ (role spare, no cluster)."]})
+        if (
+            spare
+            and not Node.objects.filter(
+                name=spare,
+                cluster__isnull=True,
+                role="spare",
+                state__in=("ready", "unknown"),
+            ).exists()
+        ):
+            raise serializers.ValidationError(
+                {
+                    "spare": [
+                        f"{spare!r} is not an idle, in-service spare; pick one from GET /api/nodes/ (role spare, no cluster)."
+                    ]
+                }
+            )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         self._validate_replace(attrs)

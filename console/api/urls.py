@@ -27,7 +27,9 @@ urlpatterns = [
     path("telemetry/range/", views.telemetry_range, name="api-telemetry-range"),
     path("tokens/me/", views.token_me, name="api-token-me"),
     path("apikeys/", views.apikeys, name="api-apikeys"),
-    path("apikeys/<int:pk>/revoke/", views.apikey_revoke_view, name="api-apikey-revoke"),
+    path(
+        "apikeys/<int:pk>/revoke/", views.apikey_revoke_view, name="api-apikey-revoke"
+    ),
     path(
         "clusters/<slug:name>/operations/",
         views.cluster_operations,
@@ -44,7 +46,9 @@ urlpatterns = [
         views.cluster_failback_view,
         name="api-cluster-failback",
     ),
-    path("nodes/<slug:name>/readmit/", views.node_readmit_view, name="api-node-readmit"),
+    path(
+        "nodes/<slug:name>/readmit/", views.node_readmit_view, name="api-node-readmit"
+    ),
     path("", include("monitoring.api")),  # alerts, silences, alert rules
     path("", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -526,7 +526,9 @@ def cluster_failback_view(request: Request, name: str) -> Response:
         nodes = cluster.nodes.filter(link_mode="roce").order_by("rank")
         return Response({"nodes": [hccs_evidence(n) for n in nodes]})
     if not IsOperator().has_permission(request, None):
-        return Response({"detail": IsOperator.message}, status=status.HTTP_403_FORBIDDEN)
+        return Response(
+            {"detail": IsOperator.message}, status=status.HTTP_403_FORBIDDEN
+        )
     ser = FailbackSerializer(data=request.data)
     ser.is_valid(raise_exception=True)
     try:
@@ -592,8 +594,12 @@ def _apikey_dict(key: ApiKey) -> dict[str, Any]:
         "revoked_at": key.revoked_at,
         "last_used_at": key.last_used_at,
         "usage": [
-            {"model": u.model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
-             "completion_tokens": u.completion_tokens}
+            {
+                "model": u.model,
+                "requests": u.requests,
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+            }
             for u in key.usage.all()
         ],
     }
@@ -609,15 +615,26 @@ def apikeys(request: Request) -> Response:
     """GET: every gateway key with its usage per model. POST {name, rpm, tpm}: create one (the secret is in this answer only)."""
     if request.method == "GET":
         usage_flush()  # this process's pending counters, so the answer is current
-        keys = ApiKey.objects.select_related("created_by").prefetch_related("usage").order_by("name")
-        return Response(ApiKeySerializer([_apikey_dict(k) for k in keys], many=True).data)
+        keys = (
+            ApiKey.objects.select_related("created_by")
+            .prefetch_related("usage")
+            .order_by("name")
+        )
+        return Response(
+            ApiKeySerializer([_apikey_dict(k) for k in keys], many=True).data
+        )
     ser = ApiKeyCreateSerializer(data=request.data)
     ser.is_valid(raise_exception=True)
     try:
-        key, secret = apikey_create(user=request.user, request=request._request, **ser.validated_data)
+        key, secret = apikey_create(
+            user=request.user, request=request._request, **ser.validated_data
+        )
     except DjangoValidationError as exc:
         raise ValidationError(exc.message_dict) from exc
-    return Response(ApiKeyCreatedSerializer({**_apikey_dict(key), "secret": secret}).data, status=status.HTTP_201_CREATED)
+    return Response(
+        ApiKeyCreatedSerializer({**_apikey_dict(key), "secret": secret}).data,
+        status=status.HTTP_201_CREATED,
+    )
 
 
 @extend_schema(request=None, responses={200: ApiKeySerializer})

@@ -16,7 +16,9 @@ from console.gateway.ratelimit import _redis
 log = logging.getLogger(__name__)
 
 ERRORS_KEY = "gw:upstream_errors"  # hash: cluster pk -> count since the last evaluation
-TOTAL_KEY = "gw:upstream_errors_total"  # hash: cluster pk -> count ever (Prometheus counter)
+TOTAL_KEY = (
+    "gw:upstream_errors_total"  # hash: cluster pk -> count ever (Prometheus counter)
+)
 
 
 async def upstream_error(cluster_id: int) -> None:
@@ -27,7 +29,9 @@ async def upstream_error(cluster_id: int) -> None:
             pipe.hincrby(TOTAL_KEY, str(cluster_id), 1)
             await pipe.execute()
     except redis.RedisError as exc:  # the gateway keeps serving without its signal
-        log.warning("could not record an upstream error of cluster %s: %s", cluster_id, exc)
+        log.warning(
+            "could not record an upstream error of cluster %s: %s", cluster_id, exc
+        )
 
 
 def upstream_errors_take(client: redis.Redis) -> dict[int, int]:

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,122 +16,649 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='EngineProfile',
+            name="EngineProfile",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=120, unique=True, verbose_name='name')),
-                ('model_path', models.CharField(help_text='Local path on every node, e.g. /data/models/Qwen3.5-397B-A17B.', max_length=500, verbose_name='model path')),
-                ('served_model_name', models.CharField(max_length=120, verbose_name='served model name')),
-                ('vllm_version', models.CharField(choices=[('0.23.0', '0.23.0'), ('0.33.0', '0.33.0')], max_length=20, verbose_name='target vLLM version')),
-                ('vllm_ascend_version', models.CharField(blank=True, max_length=20, verbose_name='vllm-ascend version')),
-                ('mode', models.CharField(choices=[('dp', 'Data parallel across nodes, TP inside (vllm-ascend MP recipe)'), ('tp_pp', 'TP/PP across nodes (--nnodes/--node-rank)')], default='dp', max_length=8, verbose_name='multi-node mode')),
-                ('data_parallel_size', models.PositiveSmallIntegerField(default=1, validators=[django.core.validators.MinValueValidator(1)], verbose_name='DP size')),
-                ('tensor_parallel_size', models.PositiveSmallIntegerField(default=8, validators=[django.core.validators.MinValueValidator(1)], verbose_name='TP size')),
-                ('pipeline_parallel_size', models.PositiveSmallIntegerField(default=1, validators=[django.core.validators.MinValueValidator(1)], verbose_name='PP size')),
-                ('expert_parallel', models.BooleanField(default=True, verbose_name='expert parallel')),
-                ('dtype', models.CharField(choices=[('bfloat16', 'bfloat16'), ('float16', 'float16')], default='bfloat16', max_length=16, verbose_name='dtype')),
-                ('quantization', models.CharField(blank=True, choices=[('', 'none'), ('ascend', 'ascend (W8A8 / W4A8 from msModelSlim)')], default='', max_length=16, verbose_name='quantization')),
-                ('weight_bits', models.PositiveSmallIntegerField(default=16, help_text='16 for BF16, 8 for W8A8, 4 for W4A8.', validators=[django.core.validators.MinValueValidator(4), django.core.validators.MaxValueValidator(16)], verbose_name='weight bits')),
-                ('max_model_len', models.PositiveIntegerField(default=32768, validators=[django.core.validators.MinValueValidator(128)], verbose_name='max model len')),
-                ('max_num_seqs', models.PositiveIntegerField(default=16, validators=[django.core.validators.MinValueValidator(1)], verbose_name='max num seqs')),
-                ('max_num_batched_tokens', models.PositiveIntegerField(default=8192, validators=[django.core.validators.MinValueValidator(1)], verbose_name='max num batched tokens')),
-                ('gpu_memory_utilization', models.FloatField(default=0.9, validators=[django.core.validators.MinValueValidator(0.05), django.core.validators.MaxValueValidator(1.0)], verbose_name='gpu memory utilization')),
-                ('enable_prefix_caching', models.BooleanField(default=True, verbose_name='prefix caching')),
-                ('api_server_count', models.PositiveSmallIntegerField(default=1, validators=[django.core.validators.MinValueValidator(1)], verbose_name='API servers')),
-                ('extra_flags', models.JSONField(blank=True, default=list, help_text='vllm serve arguments as a JSON list, e.g. ["--async-scheduling"].', verbose_name='extra flags')),
-                ('extra_env', models.JSONField(blank=True, default=dict, help_text='JSON object, e.g. {"HCCL_BUFFSIZE": "1024"}.', verbose_name='extra environment')),
-                ('total_params_b', models.FloatField(default=397.0, validators=[django.core.validators.MinValueValidator(0.1)], verbose_name='total parameters (B)')),
-                ('active_params_b', models.FloatField(default=17.0, validators=[django.core.validators.MinValueValidator(0.1)], verbose_name='active parameters (B)')),
-                ('num_layers', models.PositiveSmallIntegerField(default=60, validators=[django.core.validators.MinValueValidator(1)], verbose_name='layers')),
-                ('num_experts', models.PositiveSmallIntegerField(default=512, verbose_name='experts')),
-                ('hidden_size', models.PositiveIntegerField(default=4096, validators=[django.core.validators.MinValueValidator(1)], verbose_name='hidden size')),
-                ('num_kv_heads', models.PositiveSmallIntegerField(default=2, validators=[django.core.validators.MinValueValidator(1)], verbose_name='KV heads')),
-                ('head_dim', models.PositiveSmallIntegerField(default=256, validators=[django.core.validators.MinValueValidator(1)], verbose_name='head dim')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(max_length=120, unique=True, verbose_name="name"),
+                ),
+                (
+                    "model_path",
+                    models.CharField(
+                        help_text="Local path on every node, e.g. /data/models/Qwen3.5-397B-A17B.",
+                        max_length=500,
+                        verbose_name="model path",
+                    ),
+                ),
+                (
+                    "served_model_name",
+                    models.CharField(max_length=120, verbose_name="served model name"),
+                ),
+                (
+                    "vllm_version",
+                    models.CharField(
+                        choices=[("0.23.0", "0.23.0"), ("0.33.0", "0.33.0")],
+                        max_length=20,
+                        verbose_name="target vLLM version",
+                    ),
+                ),
+                (
+                    "vllm_ascend_version",
+                    models.CharField(
+                        blank=True, max_length=20, verbose_name="vllm-ascend version"
+                    ),
+                ),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[
+                            (
+                                "dp",
+                                "Data parallel across nodes, TP inside (vllm-ascend MP recipe)",
+                            ),
+                            ("tp_pp", "TP/PP across nodes (--nnodes/--node-rank)"),
+                        ],
+                        default="dp",
+                        max_length=8,
+                        verbose_name="multi-node mode",
+                    ),
+                ),
+                (
+                    "data_parallel_size",
+                    models.PositiveSmallIntegerField(
+                        default=1,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="DP size",
+                    ),
+                ),
+                (
+                    "tensor_parallel_size",
+                    models.PositiveSmallIntegerField(
+                        default=8,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="TP size",
+                    ),
+                ),
+                (
+                    "pipeline_parallel_size",
+                    models.PositiveSmallIntegerField(
+                        default=1,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="PP size",
+                    ),
+                ),
+                (
+                    "expert_parallel",
+                    models.BooleanField(default=True, verbose_name="expert parallel"),
+                ),
+                (
+                    "dtype",
+                    models.CharField(
+                        choices=[("bfloat16", "bfloat16"), ("float16", "float16")],
+                        default="bfloat16",
+                        max_length=16,
+                        verbose_name="dtype",
+                    ),
+                ),
+                (
+                    "quantization",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("", "none"),
+                            ("ascend", "ascend (W8A8 / W4A8 from msModelSlim)"),
+                        ],
+                        default="",
+                        max_length=16,
+                        verbose_name="quantization",
+                    ),
+                ),
+                (
+                    "weight_bits",
+                    models.PositiveSmallIntegerField(
+                        default=16,
+                        help_text="16 for BF16, 8 for W8A8, 4 for W4A8.",
+                        validators=[
+                            django.core.validators.MinValueValidator(4),
+                            django.core.validators.MaxValueValidator(16),
+                        ],
+                        verbose_name="weight bits",
+                    ),
+                ),
+                (
+                    "max_model_len",
+                    models.PositiveIntegerField(
+                        default=32768,
+                        validators=[django.core.validators.MinValueValidator(128)],
+                        verbose_name="max model len",
+                    ),
+                ),
+                (
+                    "max_num_seqs",
+                    models.PositiveIntegerField(
+                        default=16,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="max num seqs",
+                    ),
+                ),
+                (
+                    "max_num_batched_tokens",
+                    models.PositiveIntegerField(
+                        default=8192,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="max num batched tokens",
+                    ),
+                ),
+                (
+                    "gpu_memory_utilization",
+                    models.FloatField(
+                        default=0.9,
+                        validators=[
+                            django.core.validators.MinValueValidator(0.05),
+                            django.core.validators.MaxValueValidator(1.0),
+                        ],
+                        verbose_name="gpu memory utilization",
+                    ),
+                ),
+                (
+                    "enable_prefix_caching",
+                    models.BooleanField(default=True, verbose_name="prefix caching"),
+                ),
+                (
+                    "api_server_count",
+                    models.PositiveSmallIntegerField(
+                        default=1,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="API servers",
+                    ),
+                ),
+                (
+                    "extra_flags",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text='vllm serve arguments as a JSON list, e.g. ["--async-scheduling"].',
+                        verbose_name="extra flags",
+                    ),
+                ),
+                (
+                    "extra_env",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text='JSON object, e.g. {"HCCL_BUFFSIZE": "1024"}.',
+                        verbose_name="extra environment",
+                    ),
+                ),
+                (
+                    "total_params_b",
+                    models.FloatField(
+                        default=397.0,
+                        validators=[django.core.validators.MinValueValidator(0.1)],
+                        verbose_name="total parameters (B)",
+                    ),
+                ),
+                (
+                    "active_params_b",
+                    models.FloatField(
+                        default=17.0,
+                        validators=[django.core.validators.MinValueValidator(0.1)],
+                        verbose_name="active parameters (B)",
+                    ),
+                ),
+                (
+                    "num_layers",
+                    models.PositiveSmallIntegerField(
+                        default=60,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="layers",
+                    ),
+                ),
+                (
+                    "num_experts",
+                    models.PositiveSmallIntegerField(
+                        default=512, verbose_name="experts"
+                    ),
+                ),
+                (
+                    "hidden_size",
+                    models.PositiveIntegerField(
+                        default=4096,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="hidden size",
+                    ),
+                ),
+                (
+                    "num_kv_heads",
+                    models.PositiveSmallIntegerField(
+                        default=2,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="KV heads",
+                    ),
+                ),
+                (
+                    "head_dim",
+                    models.PositiveSmallIntegerField(
+                        default=256,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="head dim",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'verbose_name': 'engine profile',
-                'verbose_name_plural': 'engine profiles',
-                'ordering': ['name'],
+                "verbose_name": "engine profile",
+                "verbose_name_plural": "engine profiles",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True, verbose_name='time')),
-                ('actor_name', models.CharField(help_text='Copy of the username; survives user deletion.', max_length=150, verbose_name='actor')),
-                ('source_ip', models.GenericIPAddressField(blank=True, null=True, verbose_name='source IP')),
-                ('request_id', models.CharField(blank=True, max_length=64, verbose_name='request id')),
-                ('action', models.CharField(db_index=True, max_length=80, verbose_name='action')),
-                ('target_type', models.CharField(blank=True, max_length=80, verbose_name='target type')),
-                ('target_id', models.CharField(blank=True, max_length=64, verbose_name='target id')),
-                ('target_repr', models.CharField(blank=True, max_length=200, verbose_name='target')),
-                ('before', models.JSONField(blank=True, null=True, verbose_name='before')),
-                ('after', models.JSONField(blank=True, null=True, verbose_name='after')),
-                ('result', models.CharField(choices=[('success', 'success'), ('failure', 'failure'), ('denied', 'denied')], default='success', max_length=16, verbose_name='result')),
-                ('message', models.TextField(blank=True, verbose_name='message')),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        auto_now_add=True, db_index=True, verbose_name="time"
+                    ),
+                ),
+                (
+                    "actor_name",
+                    models.CharField(
+                        help_text="Copy of the username; survives user deletion.",
+                        max_length=150,
+                        verbose_name="actor",
+                    ),
+                ),
+                (
+                    "source_ip",
+                    models.GenericIPAddressField(
+                        blank=True, null=True, verbose_name="source IP"
+                    ),
+                ),
+                (
+                    "request_id",
+                    models.CharField(
+                        blank=True, max_length=64, verbose_name="request id"
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        db_index=True, max_length=80, verbose_name="action"
+                    ),
+                ),
+                (
+                    "target_type",
+                    models.CharField(
+                        blank=True, max_length=80, verbose_name="target type"
+                    ),
+                ),
+                (
+                    "target_id",
+                    models.CharField(
+                        blank=True, max_length=64, verbose_name="target id"
+                    ),
+                ),
+                (
+                    "target_repr",
+                    models.CharField(blank=True, max_length=200, verbose_name="target"),
+                ),
+                (
+                    "before",
+                    models.JSONField(blank=True, null=True, verbose_name="before"),
+                ),
+                (
+                    "after",
+                    models.JSONField(blank=True, null=True, verbose_name="after"),
+                ),
+                (
+                    "result",
+                    models.CharField(
+                        choices=[
+                            ("success", "success"),
+                            ("failure", "failure"),
+                            ("denied", "denied"),
+                        ],
+                        default="success",
+                        max_length=16,
+                        verbose_name="result",
+                    ),
+                ),
+                ("message", models.TextField(blank=True, verbose_name="message")),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'audit event',
-                'verbose_name_plural': 'audit events',
-                'ordering': ['-created_at', '-id'],
+                "verbose_name": "audit event",
+                "verbose_name_plural": "audit events",
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Cluster',
+            name="Cluster",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$', 'Use lowercase letters, digits and hyphens (e.g. ascend-01).')], verbose_name='name')),
-                ('description', models.CharField(blank=True, max_length=200, verbose_name='description')),
-                ('state', models.CharField(choices=[('stopped', 'Stopped'), ('starting', 'Starting'), ('running', 'Running'), ('degraded', 'Degraded'), ('draining', 'Draining'), ('stopping', 'Stopping'), ('failed', 'Failed')], default='stopped', max_length=16, verbose_name='state')),
-                ('state_changed_at', models.DateTimeField(default=django.utils.timezone.now, verbose_name='state changed')),
-                ('maintenance_mode', models.BooleanField(default=False, help_text='Pauses all automatic remediation.', verbose_name='maintenance mode')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('profile', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='clusters', to='console.engineprofile', verbose_name='engine profile')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=63,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+                                "Use lowercase letters, digits and hyphens (e.g. ascend-01).",
+                            )
+                        ],
+                        verbose_name="name",
+                    ),
+                ),
+                (
+                    "description",
+                    models.CharField(
+                        blank=True, max_length=200, verbose_name="description"
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("stopped", "Stopped"),
+                            ("starting", "Starting"),
+                            ("running", "Running"),
+                            ("degraded", "Degraded"),
+                            ("draining", "Draining"),
+                            ("stopping", "Stopping"),
+                            ("failed", "Failed"),
+                        ],
+                        default="stopped",
+                        max_length=16,
+                        verbose_name="state",
+                    ),
+                ),
+                (
+                    "state_changed_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, verbose_name="state changed"
+                    ),
+                ),
+                (
+                    "maintenance_mode",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Pauses all automatic remediation.",
+                        verbose_name="maintenance mode",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "profile",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="clusters",
+                        to="console.engineprofile",
+                        verbose_name="engine profile",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'cluster',
-                'verbose_name_plural': 'clusters',
-                'ordering': ['name'],
+                "verbose_name": "cluster",
+                "verbose_name_plural": "clusters",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Node',
+            name="Node",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$', 'Use lowercase letters, digits and hyphens (e.g. ascend-01).')], verbose_name='name')),
-                ('hostname', models.CharField(max_length=253, verbose_name='hostname')),
-                ('management_ip', models.GenericIPAddressField(verbose_name='management IP')),
-                ('nic_name', models.CharField(default='enp189s0f0', help_text='Host NIC for HCCL/Gloo/TP sockets.', max_length=32, verbose_name='NIC name')),
-                ('npu_ips', models.JSONField(blank=True, default=list, help_text='RoCE IPs of the NPUs, in NPU order (hccn_tool -i N -ip -g).', verbose_name='NPU NIC IPs')),
-                ('rank', models.PositiveSmallIntegerField(blank=True, null=True, verbose_name='rank')),
-                ('role', models.CharField(choices=[('head', 'Head (rank 0, API server)'), ('worker', 'Worker (headless rank)'), ('spare', 'Spare (idle, in no cluster)')], default='worker', max_length=8, verbose_name='role')),
-                ('server_model', models.CharField(default='Atlas 800T A2', max_length=64, verbose_name='server model')),
-                ('npu_model', models.CharField(default='Ascend 910B3', max_length=32, verbose_name='NPU model')),
-                ('npu_count', models.PositiveSmallIntegerField(default=8, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(64)], verbose_name='NPU count')),
-                ('hbm_per_npu_gb', models.PositiveSmallIntegerField(default=64, validators=[django.core.validators.MinValueValidator(1)], verbose_name='HBM per NPU (GB)')),
-                ('api_port', models.PositiveIntegerField(default=8000, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(65535)], verbose_name='API port')),
-                ('rpc_port', models.PositiveIntegerField(default=13389, help_text='--data-parallel-rpc-port (or --master-port) when this node is the head.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(65535)], verbose_name='RPC / master port')),
-                ('agent_queue', models.CharField(blank=True, help_text='Defaults to node.<name>.', max_length=80, verbose_name='agent queue')),
-                ('driver', models.CharField(choices=[('systemd', 'systemd'), ('process', 'process'), ('sim', 'simulator')], default='systemd', max_length=8, verbose_name='engine driver')),
-                ('link_mode', models.CharField(choices=[('hccs', 'HCCS'), ('roce', 'RoCE')], default='hccs', max_length=8, verbose_name='intra-server link')),
-                ('link_mode_since', models.DateTimeField(blank=True, null=True, verbose_name='link mode since')),
-                ('link_mode_reason', models.CharField(blank=True, max_length=300, verbose_name='link mode reason')),
-                ('state', models.CharField(choices=[('unknown', 'Unknown'), ('ready', 'Ready'), ('running', 'Running'), ('stale', 'Stale'), ('unreachable', 'Unreachable'), ('out_of_service', 'Out of service')], default='unknown', max_length=16, verbose_name='state')),
-                ('last_seen_at', models.DateTimeField(blank=True, null=True, verbose_name='last seen')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='nodes', to='console.cluster', verbose_name='cluster')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=63,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+                                "Use lowercase letters, digits and hyphens (e.g. ascend-01).",
+                            )
+                        ],
+                        verbose_name="name",
+                    ),
+                ),
+                ("hostname", models.CharField(max_length=253, verbose_name="hostname")),
+                (
+                    "management_ip",
+                    models.GenericIPAddressField(verbose_name="management IP"),
+                ),
+                (
+                    "nic_name",
+                    models.CharField(
+                        default="enp189s0f0",
+                        help_text="Host NIC for HCCL/Gloo/TP sockets.",
+                        max_length=32,
+                        verbose_name="NIC name",
+                    ),
+                ),
+                (
+                    "npu_ips",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="RoCE IPs of the NPUs, in NPU order (hccn_tool -i N -ip -g).",
+                        verbose_name="NPU NIC IPs",
+                    ),
+                ),
+                (
+                    "rank",
+                    models.PositiveSmallIntegerField(
+                        blank=True, null=True, verbose_name="rank"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("head", "Head (rank 0, API server)"),
+                            ("worker", "Worker (headless rank)"),
+                            ("spare", "Spare (idle, in no cluster)"),
+                        ],
+                        default="worker",
+                        max_length=8,
+                        verbose_name="role",
+                    ),
+                ),
+                (
+                    "server_model",
+                    models.CharField(
+                        default="Atlas 800T A2",
+                        max_length=64,
+                        verbose_name="server model",
+                    ),
+                ),
+                (
+                    "npu_model",
+                    models.CharField(
+                        default="Ascend 910B3", max_length=32, verbose_name="NPU model"
+                    ),
+                ),
+                (
+                    "npu_count",
+                    models.PositiveSmallIntegerField(
+                        default=8,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(64),
+                        ],
+                        verbose_name="NPU count",
+                    ),
+                ),
+                (
+                    "hbm_per_npu_gb",
+                    models.PositiveSmallIntegerField(
+                        default=64,
+                        validators=[django.core.validators.MinValueValidator(1)],
+                        verbose_name="HBM per NPU (GB)",
+                    ),
+                ),
+                (
+                    "api_port",
+                    models.PositiveIntegerField(
+                        default=8000,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(65535),
+                        ],
+                        verbose_name="API port",
+                    ),
+                ),
+                (
+                    "rpc_port",
+                    models.PositiveIntegerField(
+                        default=13389,
+                        help_text="--data-parallel-rpc-port (or --master-port) when this node is the head.",
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(65535),
+                        ],
+                        verbose_name="RPC / master port",
+                    ),
+                ),
+                (
+                    "agent_queue",
+                    models.CharField(
+                        blank=True,
+                        help_text="Defaults to node.<name>.",
+                        max_length=80,
+                        verbose_name="agent queue",
+                    ),
+                ),
+                (
+                    "driver",
+                    models.CharField(
+                        choices=[
+                            ("systemd", "systemd"),
+                            ("process", "process"),
+                            ("sim", "simulator"),
+                        ],
+                        default="systemd",
+                        max_length=8,
+                        verbose_name="engine driver",
+                    ),
+                ),
+                (
+                    "link_mode",
+                    models.CharField(
+                        choices=[("hccs", "HCCS"), ("roce", "RoCE")],
+                        default="hccs",
+                        max_length=8,
+                        verbose_name="intra-server link",
+                    ),
+                ),
+                (
+                    "link_mode_since",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="link mode since"
+                    ),
+                ),
+                (
+                    "link_mode_reason",
+                    models.CharField(
+                        blank=True, max_length=300, verbose_name="link mode reason"
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("unknown", "Unknown"),
+                            ("ready", "Ready"),
+                            ("running", "Running"),
+                            ("stale", "Stale"),
+                            ("unreachable", "Unreachable"),
+                            ("out_of_service", "Out of service"),
+                        ],
+                        default="unknown",
+                        max_length=16,
+                        verbose_name="state",
+                    ),
+                ),
+                (
+                    "last_seen_at",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="last seen"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="nodes",
+                        to="console.cluster",
+                        verbose_name="cluster",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'node',
-                'verbose_name_plural': 'nodes',
-                'ordering': ['cluster__name', 'rank', 'name'],
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'rank'), name='unique_rank_per_cluster'), models.UniqueConstraint(condition=models.Q(('role', 'head')), fields=('cluster',), name='one_head_per_cluster')],
+                "verbose_name": "node",
+                "verbose_name_plural": "nodes",
+                "ordering": ["cluster__name", "rank", "name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "rank"), name="unique_rank_per_cluster"
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("role", "head")),
+                        fields=("cluster",),
+                        name="one_head_per_cluster",
+                    ),
+                ],
             },
         ),
     ]

@@ -5,20 +5,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0001_initial'),
+        ("console", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='engineprofile',
-            name='hccl_buffsize_mb',
-            field=models.PositiveIntegerField(default=1024, validators=[django.core.validators.MinValueValidator(1)], verbose_name='HCCL_BUFFSIZE (MB)'),
+            model_name="engineprofile",
+            name="hccl_buffsize_mb",
+            field=models.PositiveIntegerField(
+                default=1024,
+                validators=[django.core.validators.MinValueValidator(1)],
+                verbose_name="HCCL_BUFFSIZE (MB)",
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='kv_layers',
-            field=models.PositiveSmallIntegerField(blank=True, help_text='Full-attention layers that keep a KV cache (15 of 60 on Qwen3.5); empty = all layers.', null=True, verbose_name='layers with KV cache'),
+            model_name="engineprofile",
+            name="kv_layers",
+            field=models.PositiveSmallIntegerField(
+                blank=True,
+                help_text="Full-attention layers that keep a KV cache (15 of 60 on Qwen3.5); empty = all layers.",
+                null=True,
+                verbose_name="layers with KV cache",
+            ),
         ),
     ]

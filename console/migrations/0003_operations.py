@@ -7,71 +7,243 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0002_profile_kv_layers'),
+        ("console", "0002_profile_kv_layers"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Operation',
+            name="Operation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('preflight', 'Preflight'), ('start', 'Start'), ('stop', 'Stop'), ('restart', 'Restart'), ('failover', 'Failover'), ('scale_out', 'Scale out')], max_length=16, verbose_name='kind')),
-                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('interrupted', 'Interrupted')], db_index=True, default='queued', max_length=16, verbose_name='state')),
-                ('requested_by_name', models.CharField(default='system', max_length=150, verbose_name='requested by')),
-                ('source', models.CharField(default='ui', help_text='ui, api, cli or automation', max_length=16, verbose_name='source')),
-                ('reason', models.CharField(blank=True, max_length=500, verbose_name='reason')),
-                ('force', models.BooleanField(default=False, verbose_name='forced past preflight')),
-                ('params', models.JSONField(blank=True, default=dict, verbose_name='parameters')),
-                ('result', models.JSONField(blank=True, default=dict, verbose_name='result')),
-                ('error', models.TextField(blank=True, verbose_name='error')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, verbose_name='created')),
-                ('started_at', models.DateTimeField(blank=True, null=True, verbose_name='started')),
-                ('finished_at', models.DateTimeField(blank=True, null=True, verbose_name='finished')),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True, verbose_name='heartbeat')),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='operations', to='console.cluster', verbose_name='cluster')),
-                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("preflight", "Preflight"),
+                            ("start", "Start"),
+                            ("stop", "Stop"),
+                            ("restart", "Restart"),
+                            ("failover", "Failover"),
+                            ("scale_out", "Scale out"),
+                        ],
+                        max_length=16,
+                        verbose_name="kind",
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                            ("interrupted", "Interrupted"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=16,
+                        verbose_name="state",
+                    ),
+                ),
+                (
+                    "requested_by_name",
+                    models.CharField(
+                        default="system", max_length=150, verbose_name="requested by"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        default="ui",
+                        help_text="ui, api, cli or automation",
+                        max_length=16,
+                        verbose_name="source",
+                    ),
+                ),
+                (
+                    "reason",
+                    models.CharField(blank=True, max_length=500, verbose_name="reason"),
+                ),
+                (
+                    "force",
+                    models.BooleanField(
+                        default=False, verbose_name="forced past preflight"
+                    ),
+                ),
+                (
+                    "params",
+                    models.JSONField(
+                        blank=True, default=dict, verbose_name="parameters"
+                    ),
+                ),
+                (
+                    "result",
+                    models.JSONField(blank=True, default=dict, verbose_name="result"),
+                ),
+                ("error", models.TextField(blank=True, verbose_name="error")),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True,
+                        default=django.utils.timezone.now,
+                        verbose_name="created",
+                    ),
+                ),
+                (
+                    "started_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="started"),
+                ),
+                (
+                    "finished_at",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="finished"
+                    ),
+                ),
+                (
+                    "heartbeat_at",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="heartbeat"
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="operations",
+                        to="console.cluster",
+                        verbose_name="cluster",
+                    ),
+                ),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'operation',
-                'verbose_name_plural': 'operations',
-                'ordering': ['-created_at', '-id'],
+                "verbose_name": "operation",
+                "verbose_name_plural": "operations",
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='OperationStep',
+            name="OperationStep",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField(verbose_name='sequence')),
-                ('name', models.CharField(max_length=120, verbose_name='name')),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('warning', 'Warning'), ('failed', 'Failed'), ('skipped', 'Skipped'), ('rolled_back', 'Rolled back')], default='pending', max_length=16, verbose_name='state')),
-                ('started_at', models.DateTimeField(blank=True, null=True, verbose_name='started')),
-                ('finished_at', models.DateTimeField(blank=True, null=True, verbose_name='finished')),
-                ('summary', models.CharField(blank=True, max_length=500, verbose_name='summary')),
-                ('log_tail', models.TextField(blank=True, verbose_name='log tail')),
-                ('diagnosis', models.JSONField(blank=True, default=list, verbose_name='diagnosis')),
-                ('data', models.JSONField(blank=True, default=dict, verbose_name='data')),
-                ('progress_done', models.PositiveIntegerField(default=0)),
-                ('progress_total', models.PositiveIntegerField(default=0)),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='console.node')),
-                ('operation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='console.operation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField(verbose_name="sequence")),
+                ("name", models.CharField(max_length=120, verbose_name="name")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("warning", "Warning"),
+                            ("failed", "Failed"),
+                            ("skipped", "Skipped"),
+                            ("rolled_back", "Rolled back"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                        verbose_name="state",
+                    ),
+                ),
+                (
+                    "started_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="started"),
+                ),
+                (
+                    "finished_at",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="finished"
+                    ),
+                ),
+                (
+                    "summary",
+                    models.CharField(
+                        blank=True, max_length=500, verbose_name="summary"
+                    ),
+                ),
+                ("log_tail", models.TextField(blank=True, verbose_name="log tail")),
+                (
+                    "diagnosis",
+                    models.JSONField(
+                        blank=True, default=list, verbose_name="diagnosis"
+                    ),
+                ),
+                (
+                    "data",
+                    models.JSONField(blank=True, default=dict, verbose_name="data"),
+                ),
+                ("progress_done", models.PositiveIntegerField(default=0)),
+                ("progress_total", models.PositiveIntegerField(default=0)),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="console.node",
+                    ),
+                ),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="steps",
+                        to="console.operation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['operation', 'seq'],
+                "ordering": ["operation", "seq"],
             },
         ),
         migrations.AddIndex(
-            model_name='operation',
-            index=models.Index(fields=['cluster', '-created_at'], name='op_cluster_recent'),
+            model_name="operation",
+            index=models.Index(
+                fields=["cluster", "-created_at"], name="op_cluster_recent"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='operation',
-            constraint=models.UniqueConstraint(condition=models.Q(('finished_at__isnull', True)), fields=('cluster',), name='one_active_operation_per_cluster'),
+            model_name="operation",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("finished_at__isnull", True)),
+                fields=("cluster",),
+                name="one_active_operation_per_cluster",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='operationstep',
-            constraint=models.UniqueConstraint(fields=('operation', 'seq'), name='unique_step_seq'),
+            model_name="operationstep",
+            constraint=models.UniqueConstraint(
+                fields=("operation", "seq"), name="unique_step_seq"
+            ),
         ),
     ]

@@ -4,15 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0004_gateway'),
+        ("console", "0004_gateway"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='operation',
-            name='kind',
-            field=models.CharField(choices=[('preflight', 'Preflight'), ('start', 'Start'), ('stop', 'Stop'), ('restart', 'Restart'), ('failover', 'Failover'), ('scale_out', 'Scale out'), ('replace', 'Replace node')], max_length=16, verbose_name='kind'),
+            model_name="operation",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("preflight", "Preflight"),
+                    ("start", "Start"),
+                    ("stop", "Stop"),
+                    ("restart", "Restart"),
+                    ("failover", "Failover"),
+                    ("scale_out", "Scale out"),
+                    ("replace", "Replace node"),
+                ],
+                max_length=16,
+                verbose_name="kind",
+            ),
         ),
     ]

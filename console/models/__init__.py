@@ -2,7 +2,37 @@
 
 from console.models.audit import AuditEvent
 from console.models.gateway import ApiKey, ApiUsage
-from console.models.inventory import Cluster, ClusterState, EngineProfile, LinkMode, Node, NodeRole, NodeState
-from console.models.operations import Operation, OperationKind, OperationState, OperationStep, StepState
+from console.models.inventory import (
+    Cluster,
+    ClusterState,
+    EngineProfile,
+    LinkMode,
+    Node,
+    NodeRole,
+    NodeState,
+)
+from console.models.operations import (
+    Operation,
+    OperationKind,
+    OperationState,
+    OperationStep,
+    StepState,
+)
 
-__all__ = ["ApiKey", "ApiUsage", "Operation", "OperationKind", "OperationState", "OperationStep", "StepState", "AuditEvent", "Cluster", "ClusterState", "EngineProfile", "LinkMode", "Node", "NodeRole", "NodeState"]
+__all__ = [
+    "ApiKey",
+    "ApiUsage",
+    "Operation",
+    "OperationKind",
+    "OperationState",
+    "OperationStep",
+    "StepState",
+    "AuditEvent",
+    "Cluster",
+    "ClusterState",
+    "EngineProfile",
+    "LinkMode",
+    "Node",
+    "NodeRole",
+    "NodeState",
+]

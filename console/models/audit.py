@@ -16,8 +16,18 @@ class AuditEvent(models.Model):
         DENIED = "denied", _("denied")
 
     created_at = models.DateTimeField(_("time"), auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    actor_name = models.CharField(_("actor"), max_length=150, help_text=_("Copy of the username; survives user deletion."))
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_name = models.CharField(
+        _("actor"),
+        max_length=150,
+        help_text=_("Copy of the username; survives user deletion."),
+    )
     source_ip = models.GenericIPAddressField(_("source IP"), null=True, blank=True)
     request_id = models.CharField(_("request id"), max_length=64, blank=True)
     action = models.CharField(_("action"), max_length=80, db_index=True)
@@ -26,7 +36,9 @@ class AuditEvent(models.Model):
     target_repr = models.CharField(_("target"), max_length=200, blank=True)
     before = models.JSONField(_("before"), null=True, blank=True)
     after = models.JSONField(_("after"), null=True, blank=True)
-    result = models.CharField(_("result"), max_length=16, choices=Result.choices, default=Result.SUCCESS)
+    result = models.CharField(
+        _("result"), max_length=16, choices=Result.choices, default=Result.SUCCESS
+    )
     message = models.TextField(_("message"), blank=True)
 
     class Meta:

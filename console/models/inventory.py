@@ -103,43 +103,113 @@ class EngineProfile(models.Model):
         ASCEND = "ascend", _("ascend (W8A8 / W4A8 from msModelSlim)")
 
     name = models.CharField(_("name"), max_length=120, unique=True)
-    model_path = models.CharField(_("model path"), max_length=500, help_text=_("Local path on every node, e.g. /data/models/Qwen3.5-397B-A17B."))
-    served_model_name = models.CharField(_("served model name"), max_length=120)
-    vllm_version = models.CharField(_("target vLLM version"), max_length=20, choices=[(v, v) for v in VLLM_VERSIONS])
-    vllm_ascend_version = models.CharField(_("vllm-ascend version"), max_length=20, blank=True)
-    mode = models.CharField(_("multi-node mode"), max_length=8, choices=MultiNodeMode.choices, default=MultiNodeMode.DP)
-    data_parallel_size = models.PositiveSmallIntegerField(_("DP size"), default=1, validators=[MinValueValidator(1)])
-    tensor_parallel_size = models.PositiveSmallIntegerField(_("TP size"), default=8, validators=[MinValueValidator(1)])
-    pipeline_parallel_size = models.PositiveSmallIntegerField(_("PP size"), default=1, validators=[MinValueValidator(1)])
-    expert_parallel = models.BooleanField(_("expert parallel"), default=True)
-    dtype = models.CharField(_("dtype"), max_length=16, choices=Dtype.choices, default=Dtype.BFLOAT16)
-    quantization = models.CharField(_("quantization"), max_length=16, choices=Quantization.choices, blank=True, default="")
-    weight_bits = models.PositiveSmallIntegerField(
-        _("weight bits"), default=16, validators=[MinValueValidator(4), MaxValueValidator(16)], help_text=_("16 for BF16, 8 for W8A8, 4 for W4A8.")
+    model_path = models.CharField(
+        _("model path"),
+        max_length=500,
+        help_text=_("Local path on every node, e.g. /data/models/Qwen3.5-397B-A17B."),
     )
-    max_model_len = models.PositiveIntegerField(_("max model len"), default=32768, validators=[MinValueValidator(128)])
-    max_num_seqs = models.PositiveIntegerField(_("max num seqs"), default=16, validators=[MinValueValidator(1)])
-    max_num_batched_tokens = models.PositiveIntegerField(_("max num batched tokens"), default=8192, validators=[MinValueValidator(1)])
+    served_model_name = models.CharField(_("served model name"), max_length=120)
+    vllm_version = models.CharField(
+        _("target vLLM version"), max_length=20, choices=[(v, v) for v in VLLM_VERSIONS]
+    )
+    vllm_ascend_version = models.CharField(
+        _("vllm-ascend version"), max_length=20, blank=True
+    )
+    mode = models.CharField(
+        _("multi-node mode"),
+        max_length=8,
+        choices=MultiNodeMode.choices,
+        default=MultiNodeMode.DP,
+    )
+    data_parallel_size = models.PositiveSmallIntegerField(
+        _("DP size"), default=1, validators=[MinValueValidator(1)]
+    )
+    tensor_parallel_size = models.PositiveSmallIntegerField(
+        _("TP size"), default=8, validators=[MinValueValidator(1)]
+    )
+    pipeline_parallel_size = models.PositiveSmallIntegerField(
+        _("PP size"), default=1, validators=[MinValueValidator(1)]
+    )
+    expert_parallel = models.BooleanField(_("expert parallel"), default=True)
+    dtype = models.CharField(
+        _("dtype"), max_length=16, choices=Dtype.choices, default=Dtype.BFLOAT16
+    )
+    quantization = models.CharField(
+        _("quantization"),
+        max_length=16,
+        choices=Quantization.choices,
+        blank=True,
+        default="",
+    )
+    weight_bits = models.PositiveSmallIntegerField(
+        _("weight bits"),
+        default=16,
+        validators=[MinValueValidator(4), MaxValueValidator(16)],
+        help_text=_("16 for BF16, 8 for W8A8, 4 for W4A8."),
+    )
+    max_model_len = models.PositiveIntegerField(
+        _("max model len"), default=32768, validators=[MinValueValidator(128)]
+    )
+    max_num_seqs = models.PositiveIntegerField(
+        _("max num seqs"), default=16, validators=[MinValueValidator(1)]
+    )
+    max_num_batched_tokens = models.PositiveIntegerField(
+        _("max num batched tokens"), default=8192, validators=[MinValueValidator(1)]
+    )
     gpu_memory_utilization = models.FloatField(
-        _("gpu memory utilization"), default=0.9, validators=[MinValueValidator(0.05), MaxValueValidator(1.0)]
+        _("gpu memory utilization"),
+        default=0.9,
+        validators=[MinValueValidator(0.05), MaxValueValidator(1.0)],
     )
     enable_prefix_caching = models.BooleanField(_("prefix caching"), default=True)
-    api_server_count = models.PositiveSmallIntegerField(_("API servers"), default=1, validators=[MinValueValidator(1)])
-    extra_flags = models.JSONField(_("extra flags"), default=list, blank=True, help_text=_('vllm serve arguments as a JSON list, e.g. ["--async-scheduling"].'))
-    extra_env = models.JSONField(_("extra environment"), default=dict, blank=True, help_text=_('JSON object, e.g. {"HCCL_BUFFSIZE": "1024"}.'))
-    # Model facts for the memory-fit estimate (used when the model path has no config.json).
-    total_params_b = models.FloatField(_("total parameters (B)"), default=397.0, validators=[MinValueValidator(0.1)])
-    active_params_b = models.FloatField(_("active parameters (B)"), default=17.0, validators=[MinValueValidator(0.1)])
-    num_layers = models.PositiveSmallIntegerField(_("layers"), default=60, validators=[MinValueValidator(1)])
-    num_experts = models.PositiveSmallIntegerField(_("experts"), default=512)
-    hidden_size = models.PositiveIntegerField(_("hidden size"), default=4096, validators=[MinValueValidator(1)])
-    num_kv_heads = models.PositiveSmallIntegerField(_("KV heads"), default=2, validators=[MinValueValidator(1)])
-    head_dim = models.PositiveSmallIntegerField(_("head dim"), default=256, validators=[MinValueValidator(1)])
-    kv_layers = models.PositiveSmallIntegerField(
-        _("layers with KV cache"), null=True, blank=True,
-        help_text=_("Full-attention layers that keep a KV cache (15 of 60 on Qwen3.5); empty = all layers."),
+    api_server_count = models.PositiveSmallIntegerField(
+        _("API servers"), default=1, validators=[MinValueValidator(1)]
     )
-    hccl_buffsize_mb = models.PositiveIntegerField(_("HCCL_BUFFSIZE (MB)"), default=1024, validators=[MinValueValidator(1)])
+    extra_flags = models.JSONField(
+        _("extra flags"),
+        default=list,
+        blank=True,
+        help_text=_(
+            'vllm serve arguments as a JSON list, e.g. ["--async-scheduling"].'
+        ),
+    )
+    extra_env = models.JSONField(
+        _("extra environment"),
+        default=dict,
+        blank=True,
+        help_text=_('JSON object, e.g. {"HCCL_BUFFSIZE": "1024"}.'),
+    )
+    # Model facts for the memory-fit estimate (used when the model path has no config.json).
+    total_params_b = models.FloatField(
+        _("total parameters (B)"), default=397.0, validators=[MinValueValidator(0.1)]
+    )
+    active_params_b = models.FloatField(
+        _("active parameters (B)"), default=17.0, validators=[MinValueValidator(0.1)]
+    )
+    num_layers = models.PositiveSmallIntegerField(
+        _("layers"), default=60, validators=[MinValueValidator(1)]
+    )
+    num_experts = models.PositiveSmallIntegerField(_("experts"), default=512)
+    hidden_size = models.PositiveIntegerField(
+        _("hidden size"), default=4096, validators=[MinValueValidator(1)]
+    )
+    num_kv_heads = models.PositiveSmallIntegerField(
+        _("KV heads"), default=2, validators=[MinValueValidator(1)]
+    )
+    head_dim = models.PositiveSmallIntegerField(
+        _("head dim"), default=256, validators=[MinValueValidator(1)]
+    )
+    kv_layers = models.PositiveSmallIntegerField(
+        _("layers with KV cache"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "Full-attention layers that keep a KV cache (15 of 60 on Qwen3.5); empty = all layers."
+        ),
+    )
+    hccl_buffsize_mb = models.PositiveIntegerField(
+        _("HCCL_BUFFSIZE (MB)"), default=1024, validators=[MinValueValidator(1)]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -153,33 +223,59 @@ class EngineProfile(models.Model):
 
     @property
     def world_size(self) -> int:
-        return self.data_parallel_size * self.tensor_parallel_size * self.pipeline_parallel_size
+        return (
+            self.data_parallel_size
+            * self.tensor_parallel_size
+            * self.pipeline_parallel_size
+        )
 
     def clean(self) -> None:
         errors: dict[str, Any] = {}
-        if not isinstance(self.extra_flags, list) or not all(isinstance(f, str) for f in self.extra_flags):
-            errors["extra_flags"] = _('Extra flags must be a JSON list of strings, e.g. ["--async-scheduling"].')
+        if not isinstance(self.extra_flags, list) or not all(
+            isinstance(f, str) for f in self.extra_flags
+        ):
+            errors["extra_flags"] = _(
+                'Extra flags must be a JSON list of strings, e.g. ["--async-scheduling"].'
+            )
         elif self.extra_flags and not self.extra_flags[0].startswith("--"):
-            errors["extra_flags"] = _("The first extra flag must start with -- (got {flag!r}).").format(flag=self.extra_flags[0])
+            errors["extra_flags"] = _(
+                "The first extra flag must start with -- (got {flag!r})."
+            ).format(flag=self.extra_flags[0])
         if not isinstance(self.extra_env, dict):
-            errors["extra_env"] = _('Extra environment must be a JSON object of NAME: "value".')
+            errors["extra_env"] = _(
+                'Extra environment must be a JSON object of NAME: "value".'
+            )
         else:
-            bad = [k for k, v in self.extra_env.items() if not _ENV_NAME.match(str(k)) or not isinstance(v, str)]
+            bad = [
+                k
+                for k, v in self.extra_env.items()
+                if not _ENV_NAME.match(str(k)) or not isinstance(v, str)
+            ]
             pinned = [k for k in self.extra_env if k in LINK_ENV_VARS]
             if bad:
-                errors["extra_env"] = _("Invalid entries {names}: names must be identifiers and values strings.").format(names=", ".join(map(str, bad)))
+                errors["extra_env"] = _(
+                    "Invalid entries {names}: names must be identifiers and values strings."
+                ).format(names=", ".join(map(str, bad)))
             elif pinned:
-                errors["extra_env"] = _("{names} follow each node's link mode; remove them and set the node's link mode instead.").format(
-                    names=", ".join(pinned)
-                )
+                errors["extra_env"] = _(
+                    "{names} follow each node's link mode; remove them and set the node's link mode instead."
+                ).format(names=", ".join(pinned))
         if self.mode == self.MultiNodeMode.DP and self.pipeline_parallel_size != 1:
-            errors["pipeline_parallel_size"] = _("PP must be 1 in the DP recipe; choose the TP/PP mode for pipeline parallelism.")
-        if self.quantization == self.Quantization.NONE and self.weight_bits != 16:
-            errors["weight_bits"] = _("{bits}-bit weights need quantization 'ascend'; set quantization or use 16 bits.").format(bits=self.weight_bits)
-        if self.active_params_b and self.total_params_b and self.active_params_b > self.total_params_b:
-            errors["active_params_b"] = _("Active parameters ({a} B) cannot exceed total parameters ({t} B).").format(
-                a=self.active_params_b, t=self.total_params_b
+            errors["pipeline_parallel_size"] = _(
+                "PP must be 1 in the DP recipe; choose the TP/PP mode for pipeline parallelism."
             )
+        if self.quantization == self.Quantization.NONE and self.weight_bits != 16:
+            errors["weight_bits"] = _(
+                "{bits}-bit weights need quantization 'ascend'; set quantization or use 16 bits."
+            ).format(bits=self.weight_bits)
+        if (
+            self.active_params_b
+            and self.total_params_b
+            and self.active_params_b > self.total_params_b
+        ):
+            errors["active_params_b"] = _(
+                "Active parameters ({a} B) cannot exceed total parameters ({t} B)."
+            ).format(a=self.active_params_b, t=self.total_params_b)
         if errors:
             raise ValidationError(errors)
 
@@ -187,12 +283,28 @@ class EngineProfile(models.Model):
 class Cluster(models.Model):
     """A group of Ascend nodes serving one engine profile together (one vLLM deployment)."""
 
-    name = models.CharField(_("name"), max_length=63, unique=True, validators=[name_validator])
+    name = models.CharField(
+        _("name"), max_length=63, unique=True, validators=[name_validator]
+    )
     description = models.CharField(_("description"), max_length=200, blank=True)
-    profile = models.ForeignKey(EngineProfile, verbose_name=_("engine profile"), on_delete=models.PROTECT, related_name="clusters")
-    state = models.CharField(_("state"), max_length=16, choices=ClusterState.choices, default=ClusterState.STOPPED)
+    profile = models.ForeignKey(
+        EngineProfile,
+        verbose_name=_("engine profile"),
+        on_delete=models.PROTECT,
+        related_name="clusters",
+    )
+    state = models.CharField(
+        _("state"),
+        max_length=16,
+        choices=ClusterState.choices,
+        default=ClusterState.STOPPED,
+    )
     state_changed_at = models.DateTimeField(_("state changed"), default=timezone.now)
-    maintenance_mode = models.BooleanField(_("maintenance mode"), default=False, help_text=_("Pauses all automatic remediation."))
+    maintenance_mode = models.BooleanField(
+        _("maintenance mode"),
+        default=False,
+        help_text=_("Pauses all automatic remediation."),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -221,10 +333,22 @@ class Cluster(models.Model):
         nodes = self.ranked_nodes()
         heads = [n for n in nodes if n.role == NodeRole.HEAD]
         if len(heads) != 1:
-            problems.append(str(_("Cluster {c} has {n} head nodes; it needs exactly one (rank 0).").format(c=self.name, n=len(heads))))
+            problems.append(
+                str(
+                    _(
+                        "Cluster {c} has {n} head nodes; it needs exactly one (rank 0)."
+                    ).format(c=self.name, n=len(heads))
+                )
+            )
         ranks = [n.rank for n in nodes]
         if ranks != list(range(len(nodes))):
-            problems.append(str(_("Ranks of {c} are {r}; they must be 0..{m} without gaps.").format(c=self.name, r=ranks, m=len(nodes) - 1)))
+            problems.append(
+                str(
+                    _("Ranks of {c} are {r}; they must be 0..{m} without gaps.").format(
+                        c=self.name, r=ranks, m=len(nodes) - 1
+                    )
+                )
+            )
         return problems
 
 
@@ -236,29 +360,82 @@ class Node(models.Model):
         PROCESS = "process", _("process")
         SIM = "sim", _("simulator")
 
-    name = models.CharField(_("name"), max_length=63, unique=True, validators=[name_validator])
+    name = models.CharField(
+        _("name"), max_length=63, unique=True, validators=[name_validator]
+    )
     hostname = models.CharField(_("hostname"), max_length=253)
     management_ip = models.GenericIPAddressField(_("management IP"))
-    nic_name = models.CharField(_("NIC name"), max_length=32, default="enp189s0f0", help_text=_("Host NIC for HCCL/Gloo/TP sockets."))
-    npu_ips = models.JSONField(_("NPU NIC IPs"), default=list, blank=True, help_text=_("RoCE IPs of the NPUs, in NPU order (hccn_tool -i N -ip -g)."))
-    cluster = models.ForeignKey(Cluster, verbose_name=_("cluster"), null=True, blank=True, on_delete=models.PROTECT, related_name="nodes")
-    rank = models.PositiveSmallIntegerField(_("rank"), null=True, blank=True)
-    role = models.CharField(_("role"), max_length=8, choices=NodeRole.choices, default=NodeRole.WORKER)
-    server_model = models.CharField(_("server model"), max_length=64, default="Atlas 800T A2")
-    npu_model = models.CharField(_("NPU model"), max_length=32, default="Ascend 910B3")
-    npu_count = models.PositiveSmallIntegerField(_("NPU count"), default=8, validators=[MinValueValidator(1), MaxValueValidator(64)])
-    hbm_per_npu_gb = models.PositiveSmallIntegerField(_("HBM per NPU (GB)"), default=64, validators=[MinValueValidator(1)])
-    api_port = models.PositiveIntegerField(_("API port"), default=8000, validators=[MinValueValidator(1), MaxValueValidator(65535)])
-    rpc_port = models.PositiveIntegerField(
-        _("RPC / master port"), default=13389, validators=[MinValueValidator(1), MaxValueValidator(65535)],
-        help_text=_("--data-parallel-rpc-port (or --master-port) when this node is the head."),
+    nic_name = models.CharField(
+        _("NIC name"),
+        max_length=32,
+        default="enp189s0f0",
+        help_text=_("Host NIC for HCCL/Gloo/TP sockets."),
     )
-    agent_queue = models.CharField(_("agent queue"), max_length=80, blank=True, help_text=_("Defaults to node.<name>."))
-    driver = models.CharField(_("engine driver"), max_length=8, choices=Driver.choices, default=Driver.SYSTEMD)
-    link_mode = models.CharField(_("intra-server link"), max_length=8, choices=LinkMode.choices, default=LinkMode.HCCS)
+    npu_ips = models.JSONField(
+        _("NPU NIC IPs"),
+        default=list,
+        blank=True,
+        help_text=_("RoCE IPs of the NPUs, in NPU order (hccn_tool -i N -ip -g)."),
+    )
+    cluster = models.ForeignKey(
+        Cluster,
+        verbose_name=_("cluster"),
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="nodes",
+    )
+    rank = models.PositiveSmallIntegerField(_("rank"), null=True, blank=True)
+    role = models.CharField(
+        _("role"), max_length=8, choices=NodeRole.choices, default=NodeRole.WORKER
+    )
+    server_model = models.CharField(
+        _("server model"), max_length=64, default="Atlas 800T A2"
+    )
+    npu_model = models.CharField(_("NPU model"), max_length=32, default="Ascend 910B3")
+    npu_count = models.PositiveSmallIntegerField(
+        _("NPU count"),
+        default=8,
+        validators=[MinValueValidator(1), MaxValueValidator(64)],
+    )
+    hbm_per_npu_gb = models.PositiveSmallIntegerField(
+        _("HBM per NPU (GB)"), default=64, validators=[MinValueValidator(1)]
+    )
+    api_port = models.PositiveIntegerField(
+        _("API port"),
+        default=8000,
+        validators=[MinValueValidator(1), MaxValueValidator(65535)],
+    )
+    rpc_port = models.PositiveIntegerField(
+        _("RPC / master port"),
+        default=13389,
+        validators=[MinValueValidator(1), MaxValueValidator(65535)],
+        help_text=_(
+            "--data-parallel-rpc-port (or --master-port) when this node is the head."
+        ),
+    )
+    agent_queue = models.CharField(
+        _("agent queue"),
+        max_length=80,
+        blank=True,
+        help_text=_("Defaults to node.<name>."),
+    )
+    driver = models.CharField(
+        _("engine driver"), max_length=8, choices=Driver.choices, default=Driver.SYSTEMD
+    )
+    link_mode = models.CharField(
+        _("intra-server link"),
+        max_length=8,
+        choices=LinkMode.choices,
+        default=LinkMode.HCCS,
+    )
     link_mode_since = models.DateTimeField(_("link mode since"), null=True, blank=True)
-    link_mode_reason = models.CharField(_("link mode reason"), max_length=300, blank=True)
-    state = models.CharField(_("state"), max_length=16, choices=NodeState.choices, default=NodeState.UNKNOWN)
+    link_mode_reason = models.CharField(
+        _("link mode reason"), max_length=300, blank=True
+    )
+    state = models.CharField(
+        _("state"), max_length=16, choices=NodeState.choices, default=NodeState.UNKNOWN
+    )
     last_seen_at = models.DateTimeField(_("last seen"), null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -268,9 +445,15 @@ class Node(models.Model):
         verbose_name = _("node")
         verbose_name_plural = _("nodes")
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "rank"], name="unique_rank_per_cluster"),
+            models.UniqueConstraint(
+                fields=["cluster", "rank"], name="unique_rank_per_cluster"
+            ),
             # One head per cluster, enforced by the database as well as by clean().
-            models.UniqueConstraint(fields=["cluster"], condition=Q(role="head"), name="one_head_per_cluster"),
+            models.UniqueConstraint(
+                fields=["cluster"],
+                condition=Q(role="head"),
+                name="one_head_per_cluster",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -293,33 +476,63 @@ class Node(models.Model):
         errors: dict[str, Any] = {}
         if self.role == NodeRole.SPARE:
             if self.cluster_id is not None:
-                errors["cluster"] = _("A spare belongs to no cluster; clear the cluster or change the role.")
+                errors["cluster"] = _(
+                    "A spare belongs to no cluster; clear the cluster or change the role."
+                )
             if self.rank is not None:
                 errors["rank"] = _("A spare has no rank; clear it.")
         else:
             if self.cluster_id is None:
-                errors["cluster"] = _("A {role} node needs a cluster; pick one or make it a spare.").format(role=self.get_role_display())
+                errors["cluster"] = _(
+                    "A {role} node needs a cluster; pick one or make it a spare."
+                ).format(role=self.get_role_display())
             if self.rank is None:
                 errors["rank"] = _("A cluster member needs a rank (0 for the head).")
             elif self.role == NodeRole.HEAD and self.rank != 0:
-                errors["rank"] = _("The head runs rank 0 (the API server); set rank 0 or make this node a worker.")
+                errors["rank"] = _(
+                    "The head runs rank 0 (the API server); set rank 0 or make this node a worker."
+                )
             elif self.role == NodeRole.WORKER and self.rank == 0:
-                errors["rank"] = _("Rank 0 is the head; give this worker rank 1 or higher.")
+                errors["rank"] = _(
+                    "Rank 0 is the head; give this worker rank 1 or higher."
+                )
         if self.cluster_id is not None and self.rank is not None:
-            clash = Node.objects.filter(cluster_id=self.cluster_id, rank=self.rank).exclude(pk=self.pk).first()
+            clash = (
+                Node.objects.filter(cluster_id=self.cluster_id, rank=self.rank)
+                .exclude(pk=self.pk)
+                .first()
+            )
             if clash:
-                errors["rank"] = _("Rank {rank} is already taken by {node} in this cluster; pick a free rank.").format(rank=self.rank, node=clash.name)
+                errors["rank"] = _(
+                    "Rank {rank} is already taken by {node} in this cluster; pick a free rank."
+                ).format(rank=self.rank, node=clash.name)
         if self.cluster_id is not None and self.role == NodeRole.HEAD:
-            other = Node.objects.filter(cluster_id=self.cluster_id, role=NodeRole.HEAD).exclude(pk=self.pk).first()
+            other = (
+                Node.objects.filter(cluster_id=self.cluster_id, role=NodeRole.HEAD)
+                .exclude(pk=self.pk)
+                .first()
+            )
             if other:
-                errors["role"] = _("{node} is already the head of this cluster; a cluster has exactly one head.").format(node=other.name)
-        if not isinstance(self.npu_ips, list) or not all(isinstance(ip, str) for ip in self.npu_ips):
-            errors["npu_ips"] = _('NPU IPs must be a JSON list of addresses, e.g. ["10.0.0.1", "10.0.0.2"].')
+                errors["role"] = _(
+                    "{node} is already the head of this cluster; a cluster has exactly one head."
+                ).format(node=other.name)
+        if not isinstance(self.npu_ips, list) or not all(
+            isinstance(ip, str) for ip in self.npu_ips
+        ):
+            errors["npu_ips"] = _(
+                'NPU IPs must be a JSON list of addresses, e.g. ["10.0.0.1", "10.0.0.2"].'
+            )
         elif bad_ips := [ip for ip in self.npu_ips if not _is_ip(ip)]:
-            errors["npu_ips"] = _("{ips} are not IP addresses; list one IP per NPU.").format(ips=", ".join(bad_ips))
+            errors["npu_ips"] = _(
+                "{ips} are not IP addresses; list one IP per NPU."
+            ).format(ips=", ".join(bad_ips))
         elif self.npu_ips and len(self.npu_ips) != self.npu_count:
-            errors["npu_ips"] = _("{n} NPU IPs for {c} NPUs; list one IP per NPU.").format(n=len(self.npu_ips), c=self.npu_count)
+            errors["npu_ips"] = _(
+                "{n} NPU IPs for {c} NPUs; list one IP per NPU."
+            ).format(n=len(self.npu_ips), c=self.npu_count)
         if self.api_port == self.rpc_port:
-            errors["rpc_port"] = _("The RPC port must differ from the API port ({port}).").format(port=self.api_port)
+            errors["rpc_port"] = _(
+                "The RPC port must differ from the API port ({port})."
+            ).format(port=self.api_port)
         if errors:
             raise ValidationError(errors)

@@ -65,12 +65,36 @@ STEP_STATE_COLORS = {
 class Operation(models.Model):
     """One run of a runbook against a cluster; at most one active per cluster (database-enforced)."""
 
-    cluster = models.ForeignKey(Cluster, verbose_name=_("cluster"), on_delete=models.CASCADE, related_name="operations")
+    cluster = models.ForeignKey(
+        Cluster,
+        verbose_name=_("cluster"),
+        on_delete=models.CASCADE,
+        related_name="operations",
+    )
     kind = models.CharField(_("kind"), max_length=16, choices=OperationKind.choices)
-    state = models.CharField(_("state"), max_length=16, choices=OperationState.choices, default=OperationState.QUEUED, db_index=True)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    requested_by_name = models.CharField(_("requested by"), max_length=150, default="system")
-    source = models.CharField(_("source"), max_length=16, default="ui", help_text=_("ui, api, cli or automation"))
+    state = models.CharField(
+        _("state"),
+        max_length=16,
+        choices=OperationState.choices,
+        default=OperationState.QUEUED,
+        db_index=True,
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    requested_by_name = models.CharField(
+        _("requested by"), max_length=150, default="system"
+    )
+    source = models.CharField(
+        _("source"),
+        max_length=16,
+        default="ui",
+        help_text=_("ui, api, cli or automation"),
+    )
     reason = models.CharField(_("reason"), max_length=500, blank=True)
     force = models.BooleanField(_("forced past preflight"), default=False)
     params = models.JSONField(_("parameters"), default=dict, blank=True)
@@ -88,9 +112,15 @@ class Operation(models.Model):
         verbose_name = _("operation")
         verbose_name_plural = _("operations")
         constraints = [
-            models.UniqueConstraint(fields=["cluster"], condition=Q(finished_at__isnull=True), name="one_active_operation_per_cluster"),
+            models.UniqueConstraint(
+                fields=["cluster"],
+                condition=Q(finished_at__isnull=True),
+                name="one_active_operation_per_cluster",
+            ),
         ]
-        indexes = [models.Index(fields=["cluster", "-created_at"], name="op_cluster_recent")]
+        indexes = [
+            models.Index(fields=["cluster", "-created_at"], name="op_cluster_recent")
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.get_kind_display()} {self.cluster.name}"
@@ -113,18 +143,26 @@ class Operation(models.Model):
     def progress(self) -> tuple[int, int]:
         """(finished steps, all steps) for the progress bar."""
         steps = list(self.steps.all())
-        done = sum(1 for s in steps if s.state not in (StepState.PENDING, StepState.RUNNING))
+        done = sum(
+            1 for s in steps if s.state not in (StepState.PENDING, StepState.RUNNING)
+        )
         return done, len(steps)
 
 
 class OperationStep(models.Model):
     """One step of an operation, scoped to the cluster or to one node."""
 
-    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="steps")
+    operation = models.ForeignKey(
+        Operation, on_delete=models.CASCADE, related_name="steps"
+    )
     seq = models.PositiveIntegerField(_("sequence"))
     name = models.CharField(_("name"), max_length=120)
-    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    state = models.CharField(_("state"), max_length=16, choices=StepState.choices, default=StepState.PENDING)
+    node = models.ForeignKey(
+        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state = models.CharField(
+        _("state"), max_length=16, choices=StepState.choices, default=StepState.PENDING
+    )
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
     summary = models.CharField(_("summary"), max_length=500, blank=True)
@@ -136,7 +174,9 @@ class OperationStep(models.Model):
 
     class Meta:
         ordering = ["operation", "seq"]
-        constraints = [models.UniqueConstraint(fields=["operation", "seq"], name="unique_step_seq")]
+        constraints = [
+            models.UniqueConstraint(fields=["operation", "seq"], name="unique_step_seq")
+        ]
 
     def __str__(self) -> str:
         return f"{self.seq}. {self.name}"

@@ -28,7 +28,14 @@ def snapshot(obj: models.Model | None) -> dict[str, Any] | None:
     if obj is None:
         return None
     data = model_to_dict(obj)
-    return {k: (v if isinstance(v, (str, int, float, bool, list, dict, type(None))) else str(v)) for k, v in data.items()}
+    return {
+        k: (
+            v
+            if isinstance(v, (str, int, float, bool, list, dict, type(None)))
+            else str(v)
+        )
+        for k, v in data.items()
+    }
 
 
 def audit_record(
@@ -54,7 +61,9 @@ def audit_record(
         request_id=getattr(request, "request_id", "") if request is not None else "",
         action=action,
         target_type=target._meta.label if target is not None else "",
-        target_id=str(target.pk) if target is not None and target.pk is not None else "",
+        target_id=str(target.pk)
+        if target is not None and target.pk is not None
+        else "",
         target_repr=(target_repr or (str(target) if target is not None else ""))[:200],
         before=before,
         after=after,

@@ -7,7 +7,9 @@ from django.conf import settings
 def redis_ping(timeout: float = 1.0) -> tuple[bool, str]:
     """PING the Redis that carries Celery and Channels; returns (ok, error message)."""
     try:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=timeout, socket_timeout=timeout)
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=timeout, socket_timeout=timeout
+        )
         try:
             client.ping()
         finally:

@@ -87,8 +87,13 @@ def profile_validate_plan(*, profile: EngineProfile) -> None:
             "DP x TP x PP = {dp} x {tp} x {pp} = {n} NPUs; the console plans at most {max} "
             "(256 servers of 8 NPUs): lower data_parallel_size, tensor_parallel_size or "
             "pipeline_parallel_size."
-        ).format(dp=profile.data_parallel_size, tp=profile.tensor_parallel_size,
-                 pp=profile.pipeline_parallel_size, n=profile.world_size, max=MAX_WORLD_SIZE)
+        ).format(
+            dp=profile.data_parallel_size,
+            tp=profile.tensor_parallel_size,
+            pp=profile.pipeline_parallel_size,
+            n=profile.world_size,
+            max=MAX_WORLD_SIZE,
+        )
         raise InventoryInvalid({"world_size": [msg]})
     clusters = list(Cluster.objects.filter(profile_id=profile.pk)) if profile.pk else []
     clusters = [c for c in clusters if c.ranked_nodes() and not c.membership_errors()]

@@ -22,7 +22,9 @@ from console.services.operations import operation_start
 class ActionRefused(Exception):
     """The action is not possible in the current state; the message says why and what to do."""
 
-    def __init__(self, message: str, *, checks: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, message: str, *, checks: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__(message)
         self.checks = checks or []
 
@@ -30,7 +32,9 @@ class ActionRefused(Exception):
 def _model_path_for(node: Node) -> str:
     """The model a re-admitted spare would serve: that of a cluster built from the same hardware."""
     for cluster in Cluster.objects.select_related("profile").order_by("name"):
-        if cluster.nodes.filter(npu_model=node.npu_model, npu_count=node.npu_count).exists():
+        if cluster.nodes.filter(
+            npu_model=node.npu_model, npu_count=node.npu_count
+        ).exists():
             return cluster.profile.model_path
     return ""
 
@@ -42,48 +46,107 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
     node is not out of service, its agent does not answer or a check fails.
     """
     if node.state != NodeState.OUT_OF_SERVICE:
-        raise ActionRefused(f"{node.name} is {node.get_state_display()}, not out of service; nothing to re-admit")
+        raise ActionRefused(
+            f"{node.name} is {node.get_state_display()}, not out of service; nothing to re-admit"
+        )
     try:
-        answer = agent_call(node, "node.preflight", timeout=settings.PREFLIGHT_TIMEOUT_S,
-                            expected_npus=node.npu_count, host_ip=node.management_ip, ports=[],
-                            model_path=_model_path_for(node), ping_targets=[])
+        answer = agent_call(
+            node,
+            "node.preflight",
+            timeout=settings.PREFLIGHT_TIMEOUT_S,
+            expected_npus=node.npu_count,
+            host_ip=node.management_ip,
+            ports=[],
+            model_path=_model_path_for(node),
+            ping_targets=[],
+        )
     except AgentUnreachable as exc:
-        audit_record(action="node.readmit", actor=user, request=request, target=node, result="failure",
-                     message=f"agent unreachable: {exc}"[:300])
-        raise ActionRefused(f"{node.name}: {exc}; start the node agent (systemctl start ascend-agent@{node.name}) and retry") from None
+        audit_record(
+            action="node.readmit",
+            actor=user,
+            request=request,
+            target=node,
+            result="failure",
+            message=f"agent unreachable: {exc}"[:300],
+        )
+        raise ActionRefused(
+            f"{node.name}: {exc}; start the node agent (systemctl start ascend-agent@{node.name}) and retry"
+        ) from None
     checks = list(answer.get("checks") or [])
     failed = [c for c in checks if c.get("status") == "fail"]
     if failed:
         summary = "; ".join(f"{c['name']}: {c['evidence']}" for c in failed)
-        audit_record(action="node.readmit", actor=user, request=request, target=node, result="failure",
-                     after={"failed": [c["name"] for c in failed]}, message=f"preflight failed: {summary}"[:300])
-        raise ActionRefused(f"{node.name} stays out of service: preflight failed ({summary})", checks=checks)
+        audit_record(
+            action="node.readmit",
+            actor=user,
+            request=request,
+            target=node,
+            result="failure",
+            after={"failed": [c["name"] for c in failed]},
+            message=f"preflight failed: {summary}"[:300],
+        )
+        raise ActionRefused(
+            f"{node.name} stays out of service: preflight failed ({summary})",
+            checks=checks,
+        )
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(pk=node.pk)
         if locked.state != NodeState.OUT_OF_SERVICE:
-            raise ActionRefused(f"{node.name} was changed meanwhile (now {locked.get_state_display()})")
-        before = {"state": locked.state, "role": locked.role, "link_mode": locked.link_mode}
+            raise ActionRefused(
+                f"{node.name} was changed meanwhile (now {locked.get_state_display()})"
+            )
+        before = {
+            "state": locked.state,
+            "role": locked.role,
+            "link_mode": locked.link_mode,
+        }
         Node.objects.filter(pk=node.pk).update(
-            state=NodeState.READY, role=NodeRole.SPARE, cluster=None, rank=None, link_mode="hccs",
-            link_mode_since=timezone.now(), link_mode_reason=f"re-admitted by {user.username} after a passing preflight"[:300],
+            state=NodeState.READY,
+            role=NodeRole.SPARE,
+            cluster=None,
+            rank=None,
+            link_mode="hccs",
+            link_mode_since=timezone.now(),
+            link_mode_reason=f"re-admitted by {user.username} after a passing preflight"[
+                :300
+            ],
         )
-        audit_record(action="node.readmit", actor=user, request=request, target=node, before=before,
-                     after={"state": NodeState.READY, "role": NodeRole.SPARE, "link_mode": "hccs", "checks": len(checks)},
-                     message=f"{len(checks)} preflight checks passed")
+        audit_record(
+            action="node.readmit",
+            actor=user,
+            request=request,
+            target=node,
+            before=before,
+            after={
+                "state": NodeState.READY,
+                "role": NodeRole.SPARE,
+                "link_mode": "hccs",
+                "checks": len(checks),
+            },
+            message=f"{len(checks)} preflight checks passed",
+        )
     node.refresh_from_db()
     return {"node": node.name, "state": node.state, "checks": checks}
 
 
-def cluster_maintenance_set(*, cluster: Cluster, on: bool, user: Any, reason: str = "", request: Any = None) -> Cluster:
+def cluster_maintenance_set(
+    *, cluster: Cluster, on: bool, user: Any, reason: str = "", request: Any = None
+) -> Cluster:
     """Switch maintenance mode (pauses every automatic remediation on the cluster)."""
     with transaction.atomic():
         locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
         before = locked.maintenance_mode
         if before != on:
             Cluster.objects.filter(pk=cluster.pk).update(maintenance_mode=on)
-        audit_record(action="cluster.maintenance", actor=user, request=request, target=locked,
-                     before={"maintenance_mode": before}, after={"maintenance_mode": on},
-                     message=(reason or ("maintenance on" if on else "maintenance off"))[:300])
+        audit_record(
+            action="cluster.maintenance",
+            actor=user,
+            request=request,
+            target=locked,
+            before={"maintenance_mode": before},
+            after={"maintenance_mode": on},
+            message=(reason or ("maintenance on" if on else "maintenance off"))[:300],
+        )
     cluster.refresh_from_db()
     return cluster
 
@@ -95,7 +158,11 @@ def hccs_evidence(node: Node) -> dict[str, Any]:
     latest = NodeLatest.objects.filter(node=node).first()
     data = (latest.data if latest is not None else None) or {}
     # NodeLatest keeps HCCS per chip as {"<npu>.<chip>": {"health", "links", "loss_pct"}}
-    unhealthy = sorted(f"npu{key}" for key, h in (data.get("hccs") or {}).items() if h.get("health") not in (None, "OK"))
+    unhealthy = sorted(
+        f"npu{key}"
+        for key, h in (data.get("hccs") or {}).items()
+        if h.get("health") not in (None, "OK")
+    )
     return {
         "node": node.name,
         "link_mode": node.link_mode,
@@ -107,15 +174,22 @@ def hccs_evidence(node: Node) -> dict[str, Any]:
     }
 
 
-def cluster_failback(*, cluster: Cluster, user: Any, reason: str, request: Any = None, source: str = "ui") -> Operation:
+def cluster_failback(
+    *, cluster: Cluster, user: Any, reason: str, request: Any = None, source: str = "ui"
+) -> Operation:
     """Start a manual failover that moves every node on RoCE back to HCCS (never automatic)."""
     nodes = list(cluster.nodes.filter(link_mode="roce").order_by("rank"))
     if not nodes:
-        raise ActionRefused(f"no node of {cluster.name} runs on RoCE; nothing to fail back")
+        raise ActionRefused(
+            f"no node of {cluster.name} runs on RoCE; nothing to fail back"
+        )
     evidence = [hccs_evidence(n) for n in nodes]
     return operation_start(
-        cluster=cluster, kind=OperationKind.FAILOVER, user=user,
+        cluster=cluster,
+        kind=OperationKind.FAILOVER,
+        user=user,
         reason=reason or f"fail back to HCCS: {', '.join(n.name for n in nodes)}",
-        source=source, params={"link_modes": {n.name: "hccs" for n in nodes}, "failback": evidence},
+        source=source,
+        params={"link_modes": {n.name: "hccs" for n in nodes}, "failback": evidence},
         request=request,
     )

@@ -15,7 +15,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from console.models import AuditEvent, Cluster, ClusterState
-from console.models.operations import ACTIVE_STATES, Operation, OperationKind, OperationState, OperationStep, StepState
+from console.models.operations import (
+    ACTIVE_STATES,
+    Operation,
+    OperationKind,
+    OperationState,
+    OperationStep,
+    StepState,
+)
 from console.permissions import has_role
 from console.services.audit import audit_record
 from monitoring.live import publish
@@ -27,9 +34,14 @@ class OperationConflict(Exception):
     def __init__(self, running: Operation) -> None:
         self.running = running
         super().__init__(
-            _("Operation #{id} ({kind}, {state}, requested by {user}) is still active on {cluster}; wait for it to finish or cancel it.").format(
-                id=running.pk, kind=running.get_kind_display(), state=running.get_state_display(),
-                user=running.requested_by_name, cluster=running.cluster.name,
+            _(
+                "Operation #{id} ({kind}, {state}, requested by {user}) is still active on {cluster}; wait for it to finish or cancel it."
+            ).format(
+                id=running.pk,
+                kind=running.get_kind_display(),
+                state=running.get_state_display(),
+                user=running.requested_by_name,
+                cluster=running.cluster.name,
             )
         )
 
@@ -69,10 +81,17 @@ def operation_start(
     (another operation is active: the database's partial unique index decides).
     """
     if kind not in OperationKind.values:
-        raise OperationRefused("kind", _("Unknown kind {kind!r}; use one of {kinds}.").format(kind=kind, kinds=", ".join(OperationKind.values)))
+        raise OperationRefused(
+            "kind",
+            _("Unknown kind {kind!r}; use one of {kinds}.").format(
+                kind=kind, kinds=", ".join(OperationKind.values)
+            ),
+        )
     # The CLI runs with the server's own credentials (shell access = admin); everyone else needs the role.
     if force and source != "cli" and (user is None or not has_role(user, "admin")):
-        raise OperationRefused("force", _("Only an admin may force a start past a failed preflight."))
+        raise OperationRefused(
+            "force", _("Only an admin may force a start past a failed preflight.")
+        )
     if force and kind not in (OperationKind.START, OperationKind.RESTART):
         raise OperationRefused("force", _("force applies to start and restart only."))
     operation_reap_interrupted()
@@ -80,76 +99,144 @@ def operation_start(
     try:
         with transaction.atomic():
             op = Operation.objects.create(
-                cluster=cluster, kind=kind, requested_by=user if getattr(user, "pk", None) else None, requested_by_name=actor_name,
-                source=source, reason=reason[:500], force=force, params=params or {},
+                cluster=cluster,
+                kind=kind,
+                requested_by=user if getattr(user, "pk", None) else None,
+                requested_by_name=actor_name,
+                source=source,
+                reason=reason[:500],
+                force=force,
+                params=params or {},
             )
     except IntegrityError:
-        running = Operation.objects.filter(cluster=cluster, finished_at__isnull=True).select_related("cluster").first()
-        audit_record(action=f"operation.{kind}", actor=user, request=request, source_ip=source_ip, target=cluster,
-                     result=AuditEvent.Result.DENIED, message="another operation is active")
-        if running is None:  # it finished between the insert and the lookup: let the caller retry
+        running = (
+            Operation.objects.filter(cluster=cluster, finished_at__isnull=True)
+            .select_related("cluster")
+            .first()
+        )
+        audit_record(
+            action=f"operation.{kind}",
+            actor=user,
+            request=request,
+            source_ip=source_ip,
+            target=cluster,
+            result=AuditEvent.Result.DENIED,
+            message="another operation is active",
+        )
+        if (
+            running is None
+        ):  # it finished between the insert and the lookup: let the caller retry
             raise
         raise OperationConflict(running) from None
-    audit_record(action=f"operation.{kind}", actor=user, request=request, source_ip=source_ip, target=op,
-                 after={"cluster": cluster.name, "kind": kind, "reason": reason, "force": force, "params": params or {}})
+    audit_record(
+        action=f"operation.{kind}",
+        actor=user,
+        request=request,
+        source_ip=source_ip,
+        target=op,
+        after={
+            "cluster": cluster.name,
+            "kind": kind,
+            "reason": reason,
+            "force": force,
+            "params": params or {},
+        },
+    )
     from console.tasks import operation_run_task
 
-    transaction.on_commit(lambda: operation_run_task.apply_async(kwargs={"operation_id": op.pk}))
+    transaction.on_commit(
+        lambda: operation_run_task.apply_async(kwargs={"operation_id": op.pk})
+    )
     return op
 
 
 def operation_claim(operation_id: int) -> Operation | None:
     """Move a queued operation to running (conditional UPDATE); None when someone else has it."""
     now = timezone.now()
-    updated = Operation.objects.filter(pk=operation_id, state=OperationState.QUEUED).update(
-        state=OperationState.RUNNING, started_at=now, heartbeat_at=now
-    )
+    updated = Operation.objects.filter(
+        pk=operation_id, state=OperationState.QUEUED
+    ).update(state=OperationState.RUNNING, started_at=now, heartbeat_at=now)
     if updated != 1:
         return None
-    op = Operation.objects.select_related("cluster", "cluster__profile").get(pk=operation_id)
+    op = Operation.objects.select_related("cluster", "cluster__profile").get(
+        pk=operation_id
+    )
     operation_publish(op)
     return op
 
 
 def operation_heartbeat(operation_id: int) -> bool:
     """Refresh the liveness stamp of a running operation; False once it is finished."""
-    return Operation.objects.filter(pk=operation_id, finished_at__isnull=True).update(heartbeat_at=timezone.now()) == 1
+    return (
+        Operation.objects.filter(pk=operation_id, finished_at__isnull=True).update(
+            heartbeat_at=timezone.now()
+        )
+        == 1
+    )
 
 
-def operation_cancel(*, operation: Operation, user: Any, request: Any = None) -> Operation:
+def operation_cancel(
+    *, operation: Operation, user: Any, request: Any = None
+) -> Operation:
     """Ask a queued or running operation to stop; a running one rolls back after its current step."""
     if operation.state == OperationState.QUEUED:
-        params = {**operation.params, "cancel_requested": getattr(user, "username", "system")}
+        params = {
+            **operation.params,
+            "cancel_requested": getattr(user, "username", "system"),
+        }
         Operation.objects.filter(pk=operation.pk, state=OperationState.QUEUED).update(
-            state=OperationState.CANCELLED, finished_at=timezone.now(), error="cancelled before it started", params=params
+            state=OperationState.CANCELLED,
+            finished_at=timezone.now(),
+            error="cancelled before it started",
+            params=params,
         )
     elif operation.state == OperationState.RUNNING:
         params = dict(operation.params)
         params["cancel_requested"] = getattr(user, "username", "system")
         Operation.objects.filter(pk=operation.pk).update(params=params)
-    audit_record(action="operation.cancel", actor=user, request=request, target=operation)
+    audit_record(
+        action="operation.cancel", actor=user, request=request, target=operation
+    )
     operation.refresh_from_db()
     operation_publish(operation)
-    if operation.state == OperationState.CANCELLED:  # never ran: no runner will report it
+    if (
+        operation.state == OperationState.CANCELLED
+    ):  # never ran: no runner will report it
         from monitoring.remediation import operation_finished
 
         operation_finished(operation.pk)
     return operation
 
 
-def operation_terminate(operation: Operation, state: str, *, error: str = "", result: dict[str, Any] | None = None) -> bool:
+def operation_terminate(
+    operation: Operation,
+    state: str,
+    *,
+    error: str = "",
+    result: dict[str, Any] | None = None,
+) -> bool:
     """Finish a running operation exactly once (conditional UPDATE); audits the outcome."""
-    updates: dict[str, Any] = {"state": state, "finished_at": timezone.now(), "error": error[:5000]}
+    updates: dict[str, Any] = {
+        "state": state,
+        "finished_at": timezone.now(),
+        "error": error[:5000],
+    }
     if result is not None:
         updates["result"] = result
-    updated = Operation.objects.filter(pk=operation.pk, finished_at__isnull=True).update(**updates)
+    updated = Operation.objects.filter(
+        pk=operation.pk, finished_at__isnull=True
+    ).update(**updates)
     if updated != 1:
         return False
     operation.refresh_from_db()
     audit_record(
-        action=f"operation.{operation.kind}.finish", actor=operation.requested_by, target=operation,
+        action=f"operation.{operation.kind}.finish",
+        actor=operation.requested_by,
+        target=operation,
         after={"state": state, "error": error[:500]},
-        result=AuditEvent.Result.SUCCESS if state == OperationState.SUCCEEDED else AuditEvent.Result.FAILURE,
+        result=AuditEvent.Result.SUCCESS
+        if state == OperationState.SUCCEEDED
+        else AuditEvent.Result.FAILURE,
     )
     operation_publish(operation)
     return True
@@ -165,26 +252,47 @@ def operation_reap_interrupted(now: Any = None) -> list[int]:
     stale = now - timedelta(seconds=settings.OPERATION_STALE_S)
     queue_stale = now - timedelta(seconds=settings.OPERATION_QUEUE_STALE_S)
     reaped: list[int] = []
-    candidates = Operation.objects.filter(finished_at__isnull=True).filter(
-        state__in=ACTIVE_STATES
-    ).select_related("cluster")
+    candidates = (
+        Operation.objects.filter(finished_at__isnull=True)
+        .filter(state__in=ACTIVE_STATES)
+        .select_related("cluster")
+    )
     for op in candidates:
-        if op.state == OperationState.RUNNING and op.heartbeat_at and op.heartbeat_at >= stale:
+        if (
+            op.state == OperationState.RUNNING
+            and op.heartbeat_at
+            and op.heartbeat_at >= stale
+        ):
             continue
         if op.state == OperationState.QUEUED and op.created_at >= queue_stale:
             continue
         message = (
-            _("The control worker stopped responding (no heartbeat for {s} s); what it started may still run: the next start cleans up.").format(s=settings.OPERATION_STALE_S)
+            _(
+                "The control worker stopped responding (no heartbeat for {s} s); what it started may still run: the next start cleans up."
+            ).format(s=settings.OPERATION_STALE_S)
             if op.state == OperationState.RUNNING
-            else _("No control worker picked this operation up within {s} s.").format(s=settings.OPERATION_QUEUE_STALE_S)
+            else _("No control worker picked this operation up within {s} s.").format(
+                s=settings.OPERATION_QUEUE_STALE_S
+            )
         )
         if operation_terminate(op, OperationState.INTERRUPTED, error=message):
-            OperationStep.objects.filter(operation=op, state=StepState.RUNNING).update(state=StepState.FAILED, finished_at=now, summary=message[:500])
-            if op.kind in (OperationKind.START, OperationKind.RESTART, OperationKind.FAILOVER, OperationKind.STOP, OperationKind.SCALE_OUT, OperationKind.REPLACE):
+            OperationStep.objects.filter(operation=op, state=StepState.RUNNING).update(
+                state=StepState.FAILED, finished_at=now, summary=message[:500]
+            )
+            if op.kind in (
+                OperationKind.START,
+                OperationKind.RESTART,
+                OperationKind.FAILOVER,
+                OperationKind.STOP,
+                OperationKind.SCALE_OUT,
+                OperationKind.REPLACE,
+            ):
                 cluster_set_state(op.cluster, ClusterState.FAILED)
             reaped.append(op.pk)
     if reaped:
-        from monitoring.remediation import operation_finished  # the incident that started it, if any
+        from monitoring.remediation import (
+            operation_finished,
+        )  # the incident that started it, if any
 
         for pk in reaped:
             operation_finished(pk)
@@ -195,20 +303,38 @@ def cluster_set_state(cluster: Cluster, state: str) -> None:
     """Record and push a cluster state change."""
     if cluster.state == state:
         return
-    Cluster.objects.filter(pk=cluster.pk).update(state=state, state_changed_at=timezone.now())
+    Cluster.objects.filter(pk=cluster.pk).update(
+        state=state, state_changed_at=timezone.now()
+    )
     cluster.state = state
     label = str(ClusterState(state).label)
-    transaction.on_commit(lambda: publish(cluster_group(cluster.pk), "cluster.state",
-                                          {"cluster": cluster.pk, "state": state, "label": label, "color": cluster.state_color}))
+    transaction.on_commit(
+        lambda: publish(
+            cluster_group(cluster.pk),
+            "cluster.state",
+            {
+                "cluster": cluster.pk,
+                "state": state,
+                "label": label,
+                "color": cluster.state_color,
+            },
+        )
+    )
 
 
 def operation_publish(op: Operation, step: OperationStep | None = None) -> None:
     """Push the operation's state (and a changed step) to its page and its cluster's page."""
     done, total = op.progress()
     payload: dict[str, Any] = {
-        "operation": op.pk, "cluster": op.cluster_id, "kind": op.kind, "state": op.state,
-        "state_label": str(op.get_state_display()), "color": op.state_color, "error": op.error,
-        "progress": [done, total], "duration_s": op.duration_s,
+        "operation": op.pk,
+        "cluster": op.cluster_id,
+        "kind": op.kind,
+        "state": op.state,
+        "state_label": str(op.get_state_display()),
+        "color": op.state_color,
+        "error": op.error,
+        "progress": [done, total],
+        "duration_s": op.duration_s,
     }
     if step is not None:
         payload["step"] = step.to_dict()

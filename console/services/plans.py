@@ -48,7 +48,9 @@ def profile_spec(profile: EngineProfile) -> ProfileSpec:
     )
 
 
-def node_spec(node: Node, *, rank: int | None = None, link_mode: str | None = None) -> NodeSpec:
+def node_spec(
+    node: Node, *, rank: int | None = None, link_mode: str | None = None
+) -> NodeSpec:
     """The engine's view of a node; ``rank``/``link_mode`` override the inventory (node replacement, failover)."""
     effective_rank = node.rank if rank is None else rank
     return NodeSpec(
@@ -67,10 +69,19 @@ def node_spec(node: Node, *, rank: int | None = None, link_mode: str | None = No
     )
 
 
-def cluster_plan(cluster: Cluster, *, nodes: Iterable[NodeSpec] | None = None, profile: EngineProfile | None = None) -> ClusterPlan:
+def cluster_plan(
+    cluster: Cluster,
+    *,
+    nodes: Iterable[NodeSpec] | None = None,
+    profile: EngineProfile | None = None,
+) -> ClusterPlan:
     """Build the plan for a cluster (its members in rank order unless ``nodes`` is given).
 
     Raises engine.plans.PlanError with field-keyed messages when it cannot work.
     """
-    specs = list(nodes) if nodes is not None else [node_spec(n) for n in cluster.ranked_nodes()]
+    specs = (
+        list(nodes)
+        if nodes is not None
+        else [node_spec(n) for n in cluster.ranked_nodes()]
+    )
     return build_plan(cluster.name, specs, profile_spec(profile or cluster.profile))

@@ -32,9 +32,14 @@ def healthz(request: HttpRequest) -> JsonResponse:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         checks["database"] = {"ok": True, "vendor": connection.vendor}
-    except Exception as exc:  # any driver error means "down"; the message helps the on-call
+    except (
+        Exception
+    ) as exc:  # any driver error means "down"; the message helps the on-call
         checks["database"] = {"ok": False, "error": str(exc)[:200]}
     ok, error = redis_ping()
     checks["redis"] = {"ok": ok} if ok else {"ok": False, "error": error}
     healthy = all(c["ok"] for c in checks.values())
-    return JsonResponse({"status": "ok" if healthy else "unavailable", "checks": checks}, status=200 if healthy else 503)
+    return JsonResponse(
+        {"status": "ok" if healthy else "unavailable", "checks": checks},
+        status=200 if healthy else 503,
+    )

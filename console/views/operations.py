@@ -13,25 +13,48 @@ from django.views.decorators.http import require_POST
 from console.models import Cluster, Node, Operation, OperationKind, OperationState
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
-from console.services.node_actions import ActionRefused, cluster_failback, cluster_maintenance_set, hccs_evidence, node_readmit
-from console.services.operations import OperationConflict, OperationRefused, operation_cancel, operation_start
+from console.services.node_actions import (
+    ActionRefused,
+    cluster_failback,
+    cluster_maintenance_set,
+    hccs_evidence,
+    node_readmit,
+)
+from console.services.operations import (
+    OperationConflict,
+    OperationRefused,
+    operation_cancel,
+    operation_start,
+)
 
 # Kinds an operator starts by hand from the cluster page.
-MANUAL_KINDS = (OperationKind.PREFLIGHT, OperationKind.START, OperationKind.STOP, OperationKind.RESTART)
+MANUAL_KINDS = (
+    OperationKind.PREFLIGHT,
+    OperationKind.START,
+    OperationKind.STOP,
+    OperationKind.RESTART,
+)
 
 
 @role_required("viewer")
 def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster.objects.select_related("profile"), name=name)
     active = cluster.operations.filter(finished_at__isnull=True).first()
-    return render(request, "console/cluster.html", {
-        "cluster": cluster,
-        "nodes": cluster.ranked_nodes(),
-        "active": active,
-        "recent": cluster.operations.all()[:10],
-        "kinds": MANUAL_KINDS,
-        "on_roce": [hccs_evidence(n) for n in cluster.nodes.filter(link_mode="roce").order_by("rank")],
-    })
+    return render(
+        request,
+        "console/cluster.html",
+        {
+            "cluster": cluster,
+            "nodes": cluster.ranked_nodes(),
+            "active": active,
+            "recent": cluster.operations.all()[:10],
+            "kinds": MANUAL_KINDS,
+            "on_roce": [
+                hccs_evidence(n)
+                for n in cluster.nodes.filter(link_mode="roce").order_by("rank")
+            ],
+        },
+    )
 
 
 @require_POST
@@ -40,12 +63,25 @@ def operation_create(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
     kind = request.POST.get("kind", "")
     if kind not in MANUAL_KINDS:
-        messages.error(request, _("Unknown operation {kind!r}; use preflight, start, stop or restart.").format(kind=kind))
+        messages.error(
+            request,
+            _(
+                "Unknown operation {kind!r}; use preflight, start, stop or restart."
+            ).format(kind=kind),
+        )
         return redirect("cluster-detail", name=name)
     force = request.POST.get("force") == "1"
     try:
-        op = operation_start(cluster=cluster, kind=kind, user=request.user, reason=request.POST.get("reason", "").strip(),
-                             source="ui", force=force, request=request, source_ip=client_ip(request))
+        op = operation_start(
+            cluster=cluster,
+            kind=kind,
+            user=request.user,
+            reason=request.POST.get("reason", "").strip(),
+            source="ui",
+            force=force,
+            request=request,
+            source_ip=client_ip(request),
+        )
     except (OperationConflict, OperationRefused) as exc:
         messages.error(request, str(exc))
         return redirect("cluster-detail", name=name)
@@ -54,14 +90,24 @@ def operation_create(request: HttpRequest, name: str) -> HttpResponse:
 
 @role_required("viewer")
 def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    op = get_object_or_404(Operation.objects.select_related("cluster", "cluster__profile"), pk=pk)
+    op = get_object_or_404(
+        Operation.objects.select_related("cluster", "cluster__profile"), pk=pk
+    )
     steps = list(op.steps.select_related("node"))
     done, total = op.progress()
     preflight = (op.result or {}).get("preflight")
-    return render(request, "console/operation.html", {
-        "op": op, "steps": steps, "done": done, "total": total, "preflight": preflight,
-        "can_cancel": op.is_active and has_role(request.user, "operator"),
-    })
+    return render(
+        request,
+        "console/operation.html",
+        {
+            "op": op,
+            "steps": steps,
+            "done": done,
+            "total": total,
+            "preflight": preflight,
+            "can_cancel": op.is_active and has_role(request.user, "operator"),
+        },
+    )
 
 
 @require_POST
@@ -70,7 +116,12 @@ def operation_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
     op = get_object_or_404(Operation, pk=pk)
     if op.is_active:
         operation_cancel(operation=op, user=request.user, request=request)
-        messages.info(request, _("Cancellation requested; the operation rolls back after its current step."))
+        messages.info(
+            request,
+            _(
+                "Cancellation requested; the operation rolls back after its current step."
+            ),
+        )
     return redirect("operation-detail", pk=pk)
 
 
@@ -85,10 +136,17 @@ def operation_list(request: HttpRequest) -> HttpResponse:
     if filters["state"]:
         ops = ops.filter(state=filters["state"])
     page = Paginator(ops, 50).get_page(request.GET.get("page"))
-    return render(request, "console/operations.html", {
-        "page": page, "filters": filters, "clusters": Cluster.objects.values_list("name", flat=True),
-        "kinds": OperationKind.choices, "states": OperationState.choices,
-    })
+    return render(
+        request,
+        "console/operations.html",
+        {
+            "page": page,
+            "filters": filters,
+            "clusters": Cluster.objects.values_list("name", flat=True),
+            "kinds": OperationKind.choices,
+            "states": OperationState.choices,
+        },
+    )
 
 
 @require_POST
@@ -100,12 +158,25 @@ def cluster_maintenance(request: HttpRequest, name: str) -> HttpResponse:
     if value not in ("on", "off"):
         messages.error(request, _("maintenance_mode must be on or off."))
         return redirect("cluster-detail", name=name)
-    cluster_maintenance_set(cluster=cluster, on=value == "on", user=request.user,
-                            reason=request.POST.get("reason", "").strip(), request=request)
+    cluster_maintenance_set(
+        cluster=cluster,
+        on=value == "on",
+        user=request.user,
+        reason=request.POST.get("reason", "").strip(),
+        request=request,
+    )
     if value == "on":
-        messages.warning(request, _("Maintenance mode is on: automatic remediation is paused for {cluster}.").format(cluster=name))
+        messages.warning(
+            request,
+            _(
+                "Maintenance mode is on: automatic remediation is paused for {cluster}."
+            ).format(cluster=name),
+        )
     else:
-        messages.success(request, _("Maintenance mode is off: automatic remediation is active again."))
+        messages.success(
+            request,
+            _("Maintenance mode is off: automatic remediation is active again."),
+        )
     return redirect("cluster-detail", name=name)
 
 
@@ -115,8 +186,13 @@ def cluster_failback_view(request: HttpRequest, name: str) -> HttpResponse:
     """Fail the nodes on RoCE back to HCCS: a manual failover operation (never automatic)."""
     cluster = get_object_or_404(Cluster, name=name)
     try:
-        op = cluster_failback(cluster=cluster, user=request.user, reason=request.POST.get("reason", "").strip(),
-                              request=request, source="ui")
+        op = cluster_failback(
+            cluster=cluster,
+            user=request.user,
+            reason=request.POST.get("reason", "").strip(),
+            request=request,
+            source="ui",
+        )
     except (ActionRefused, OperationConflict, OperationRefused) as exc:
         messages.error(request, str(exc))
         return redirect("cluster-detail", name=name)
@@ -133,5 +209,10 @@ def node_readmit_view(request: HttpRequest, name: str) -> HttpResponse:
     except ActionRefused as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, _("{node} passed {n} preflight checks and is an idle spare again.").format(node=name, n=len(result["checks"])))
+        messages.success(
+            request,
+            _("{node} passed {n} preflight checks and is an idle spare again.").format(
+                node=name, n=len(result["checks"])
+            ),
+        )
     return redirect("overview")

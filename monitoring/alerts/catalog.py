@@ -70,7 +70,9 @@ METRICS: dict[str, Metric] = {
         Metric(
             "engine.gateway_errors",
             "cluster",
-            _("Engine errors the gateway saw since the last round (refused, broken, 5xx)"),
+            _(
+                "Engine errors the gateway saw since the last round (refused, broken, 5xx)"
+            ),
         ),
         Metric("engine.ttft_p99_ms", "cluster", _("P99 time to first token"), "ms"),
         Metric(

@@ -18,8 +18,12 @@ BUCKETS_S = (5, 10, 30, 60, 180, 600, 1800)
 MANUAL_DIAGNOSIS_S = 180
 
 
-def incident_list(*, cluster: str = "", state: str = "", action: str = "") -> QuerySet[Incident]:
-    qs = Incident.objects.select_related("alert__rule", "cluster", "node", "approved_by")
+def incident_list(
+    *, cluster: str = "", state: str = "", action: str = ""
+) -> QuerySet[Incident]:
+    qs = Incident.objects.select_related(
+        "alert__rule", "cluster", "node", "approved_by"
+    )
     if cluster:
         qs = qs.filter(cluster__name=cluster)
     if state:
@@ -80,20 +84,32 @@ def incident_timeline(incident: Incident) -> list[dict[str, Any]]:
         for kind, label, at in milestones
         if at is not None
     ]
-    for event in incident.alert.events.filter(kind=AlertEventKind.REMEDIATION, data__incident=incident.pk).select_related("actor"):
-        rows.append({
-            "kind": f"decision:{(event.data or {}).get('decision', '')}",
-            "label": str(_("Decision: {decision}").format(decision=(event.data or {}).get("decision", ""))),
-            "at": event.at, "message": event.message,
-            "actor": event.actor.username if event.actor else None,
-        })
+    for event in incident.alert.events.filter(
+        kind=AlertEventKind.REMEDIATION, data__incident=incident.pk
+    ).select_related("actor"):
+        rows.append(
+            {
+                "kind": f"decision:{(event.data or {}).get('decision', '')}",
+                "label": str(
+                    _("Decision: {decision}").format(
+                        decision=(event.data or {}).get("decision", "")
+                    )
+                ),
+                "at": event.at,
+                "message": event.message,
+                "actor": event.actor.username if event.actor else None,
+            }
+        )
     rows.sort(key=lambda r: (r["at"], not r["kind"].startswith("decision")))
     return rows
 
 
 def incident_operations(incident: Incident) -> list[Operation]:
     ids = list(incident.operation_ids or [])
-    ops = {op.pk: op for op in Operation.objects.select_related("cluster").filter(pk__in=ids)}
+    ops = {
+        op.pk: op
+        for op in Operation.objects.select_related("cluster").filter(pk__in=ids)
+    }
     return [ops[i] for i in ids if i in ops]
 
 
@@ -114,10 +130,21 @@ def incident_stats(incidents: QuerySet[Incident] | list[Incident]) -> dict[str, 
         "decision": [d for i in rows if (d := i.decision_s) is not None],
         "mttr": [m for i in rows if (m := i.mttr_s) is not None],
     }
-    out: dict[str, Any] = {"count": len(rows), "buckets_s": list(BUCKETS_S), "manual_reference_s": MANUAL_DIAGNOSIS_S}
+    out: dict[str, Any] = {
+        "count": len(rows),
+        "buckets_s": list(BUCKETS_S),
+        "manual_reference_s": MANUAL_DIAGNOSIS_S,
+    }
     for name, values in series.items():
         counts = [0] * (len(BUCKETS_S) + 1)
         for v in values:
-            counts[next((k for k, b in enumerate(BUCKETS_S) if v <= b), len(BUCKETS_S))] += 1
-        out[name] = {"n": len(values), "p50": _percentile(values, 50), "p95": _percentile(values, 95), "histogram": counts}
+            counts[
+                next((k for k, b in enumerate(BUCKETS_S) if v <= b), len(BUCKETS_S))
+            ] += 1
+        out[name] = {
+            "n": len(values),
+            "p50": _percentile(values, 50),
+            "p95": _percentile(values, 95),
+            "histogram": counts,
+        }
     return out

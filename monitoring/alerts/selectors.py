@@ -29,7 +29,9 @@ def _gateway_errors() -> dict[int, int] | None:
     from console.gateway.signals import upstream_errors_take
 
     try:
-        return upstream_errors_take(redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=2))
+        return upstream_errors_take(
+            redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=2)
+        )
     except redis.RedisError:
         return None
 

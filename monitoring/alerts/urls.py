@@ -11,7 +11,11 @@ urlpatterns = [
     path("alerts/<int:pk>/silence", views.alert_silence, name="alert-silence"),
     path("alerts/incidents/", views.incidents_page, name="incidents"),
     path("alerts/incidents/<int:pk>/", views.incident_detail, name="incident-detail"),
-    path("alerts/incidents/<int:pk>/decide", views.incident_decide, name="incident-decide"),
+    path(
+        "alerts/incidents/<int:pk>/decide",
+        views.incident_decide,
+        name="incident-decide",
+    ),
     path("alerts/rules/", views.rules_page, name="alert-rules"),
     path("alerts/rules/new", views.rule_edit, name="alert-rule-new"),
     path("alerts/rules/<int:pk>/edit", views.rule_edit, name="alert-rule-edit"),

@@ -175,7 +175,10 @@ def incidents_page(request: HttpRequest) -> HttpResponse:
 def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One incident: milestones, every decision, the operations it ran, approve / reject for operators."""
     incident = get_object_or_404(
-        Incident.objects.select_related("alert__rule", "cluster", "node", "approved_by"), pk=pk
+        Incident.objects.select_related(
+            "alert__rule", "cluster", "node", "approved_by"
+        ),
+        pk=pk,
     )
     return render(
         request,
@@ -184,7 +187,8 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "incident": incident,
             "timeline": incident_timeline(incident),
             "operations": incident_operations(incident),
-            "can_decide": incident.state == IncidentState.AWAITING_APPROVAL and has_role(request.user, "operator"),
+            "can_decide": incident.state == IncidentState.AWAITING_APPROVAL
+            and has_role(request.user, "operator"),
         },
     )
 
@@ -199,14 +203,26 @@ def incident_decide(request: HttpRequest, pk: int) -> HttpResponse:
         if decision == "approve":
             op = incident_approve(incident=incident, user=request.user)
             if op is not None:
-                messages.success(request, _("Approved: operation #{id} started.").format(id=op.pk))
+                messages.success(
+                    request, _("Approved: operation #{id} started.").format(id=op.pk)
+                )
                 return redirect("operation-detail", pk=op.pk)
-            messages.warning(request, _("Approved, but a precondition failed: the incident was escalated."))
+            messages.warning(
+                request,
+                _("Approved, but a precondition failed: the incident was escalated."),
+            )
         elif decision == "reject":
             incident_reject(incident=incident, user=request.user)
-            messages.info(request, _("Rejected: nothing will be done; the alert stays."))
+            messages.info(
+                request, _("Rejected: nothing will be done; the alert stays.")
+            )
         else:
-            messages.error(request, _("Unknown decision {decision!r}; use approve or reject.").format(decision=decision))
+            messages.error(
+                request,
+                _("Unknown decision {decision!r}; use approve or reject.").format(
+                    decision=decision
+                ),
+            )
     except RemediationRefused as exc:
         messages.error(request, str(exc))
     return redirect("incident-detail", pk=pk)

@@ -7,46 +7,169 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0005_operation_replace'),
-        ('monitoring', '0002_alerts'),
+        ("console", "0005_operation_replace"),
+        ("monitoring", "0002_alerts"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='alertrule',
-            name='cooldown_s',
-            field=models.PositiveIntegerField(default=600, help_text='No new automatic action of this rule on the same cluster for this long after one started.', verbose_name='cooldown (seconds)'),
+            model_name="alertrule",
+            name="cooldown_s",
+            field=models.PositiveIntegerField(
+                default=600,
+                help_text="No new automatic action of this rule on the same cluster for this long after one started.",
+                verbose_name="cooldown (seconds)",
+            ),
         ),
         migrations.CreateModel(
-            name='Incident',
+            name="Incident",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('action', models.CharField(choices=[('none', 'None'), ('failover', 'Fail over to RoCE'), ('restart', 'Restart engine'), ('scale_out', 'Scale out to standby'), ('replace', 'Replace node with spare')], max_length=12, verbose_name='action')),
-                ('policy', models.CharField(choices=[('off', 'Off (alert only)'), ('ask', 'Ask an operator'), ('auto', 'Automatic')], max_length=8, verbose_name='policy')),
-                ('state', models.CharField(choices=[('awaiting_approval', 'Awaiting approval'), ('scheduled', 'Scheduled'), ('running', 'Remediating'), ('recovered', 'Recovered'), ('escalated', 'Escalated'), ('skipped', 'Skipped'), ('rejected', 'Rejected')], db_index=True, max_length=20, verbose_name='state')),
-                ('summary', models.CharField(blank=True, max_length=500, verbose_name='summary')),
-                ('attempts', models.PositiveSmallIntegerField(default=0, verbose_name='attempts')),
-                ('operation_ids', models.JSONField(blank=True, default=list)),
-                ('verification', models.JSONField(blank=True, default=dict)),
-                ('fault_onset_at', models.DateTimeField(verbose_name='fault onset')),
-                ('detected_at', models.DateTimeField(verbose_name='detected')),
-                ('decided_at', models.DateTimeField(blank=True, null=True, verbose_name='decided')),
-                ('operation_started_at', models.DateTimeField(blank=True, null=True, verbose_name='operation started')),
-                ('healthy_at', models.DateTimeField(blank=True, null=True, verbose_name='healthy again')),
-                ('resolved_at', models.DateTimeField(blank=True, null=True, verbose_name='resolved')),
-                ('approved_at', models.DateTimeField(blank=True, null=True, verbose_name='approved')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('alert', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='incidents', to='monitoring.alert')),
-                ('approved_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='incidents', to='console.cluster')),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='incidents', to='console.node')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("none", "None"),
+                            ("failover", "Fail over to RoCE"),
+                            ("restart", "Restart engine"),
+                            ("scale_out", "Scale out to standby"),
+                            ("replace", "Replace node with spare"),
+                        ],
+                        max_length=12,
+                        verbose_name="action",
+                    ),
+                ),
+                (
+                    "policy",
+                    models.CharField(
+                        choices=[
+                            ("off", "Off (alert only)"),
+                            ("ask", "Ask an operator"),
+                            ("auto", "Automatic"),
+                        ],
+                        max_length=8,
+                        verbose_name="policy",
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("awaiting_approval", "Awaiting approval"),
+                            ("scheduled", "Scheduled"),
+                            ("running", "Remediating"),
+                            ("recovered", "Recovered"),
+                            ("escalated", "Escalated"),
+                            ("skipped", "Skipped"),
+                            ("rejected", "Rejected"),
+                        ],
+                        db_index=True,
+                        max_length=20,
+                        verbose_name="state",
+                    ),
+                ),
+                (
+                    "summary",
+                    models.CharField(
+                        blank=True, max_length=500, verbose_name="summary"
+                    ),
+                ),
+                (
+                    "attempts",
+                    models.PositiveSmallIntegerField(
+                        default=0, verbose_name="attempts"
+                    ),
+                ),
+                ("operation_ids", models.JSONField(blank=True, default=list)),
+                ("verification", models.JSONField(blank=True, default=dict)),
+                ("fault_onset_at", models.DateTimeField(verbose_name="fault onset")),
+                ("detected_at", models.DateTimeField(verbose_name="detected")),
+                (
+                    "decided_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="decided"),
+                ),
+                (
+                    "operation_started_at",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="operation started"
+                    ),
+                ),
+                (
+                    "healthy_at",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="healthy again"
+                    ),
+                ),
+                (
+                    "resolved_at",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="resolved"
+                    ),
+                ),
+                (
+                    "approved_at",
+                    models.DateTimeField(
+                        blank=True, null=True, verbose_name="approved"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "alert",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="incidents",
+                        to="monitoring.alert",
+                    ),
+                ),
+                (
+                    "approved_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="incidents",
+                        to="console.cluster",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="incidents",
+                        to="console.node",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-detected_at', '-pk'],
-                'indexes': [models.Index(fields=['cluster', 'action', '-created_at'], name='incident_cluster_action')],
+                "ordering": ["-detected_at", "-pk"],
+                "indexes": [
+                    models.Index(
+                        fields=["cluster", "action", "-created_at"],
+                        name="incident_cluster_action",
+                    )
+                ],
             },
         ),
     ]

@@ -31,21 +31,33 @@ def test_engine_errors_seen_by_the_gateway_fire_a_restart_and_resolve_when_they_
     cluster: Cluster, r: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     # maintenance mode: the decision is recorded but no operation is queued for a worker
-    Cluster.objects.filter(pk=cluster.pk).update(state=ClusterState.RUNNING, maintenance_mode=True)
-    for _ in range(4):  # what console.gateway.signals.upstream_error writes per failed request
+    Cluster.objects.filter(pk=cluster.pk).update(
+        state=ClusterState.RUNNING, maintenance_mode=True
+    )
+    for _ in range(
+        4
+    ):  # what console.gateway.signals.upstream_error writes per failed request
         r.hincrby(ERRORS_KEY, str(cluster.pk), 1)
         r.hincrby(TOTAL_KEY, str(cluster.pk), 1)
     with django_capture_on_commit_callbacks(execute=True):
         summary = alerts_evaluate(now=timezone.now())
     alert = Alert.objects.get(rule__name="Gateway sees engine errors")
-    assert summary.fired == [alert.pk] and alert.target == cluster.name and alert.value == 4.0
+    assert (
+        summary.fired == [alert.pk]
+        and alert.target == cluster.name
+        and alert.value == 4.0
+    )
     assert alert.severity == "critical"
     incident = Incident.objects.get(alert=alert)
     assert incident.action == "restart" and "maintenance mode" in incident.summary
     assert not r.exists(ERRORS_KEY)  # taken by this round: the next round counts afresh
-    families = {f.name: f for f in text_string_to_metric_families(exposition().decode())}
+    families = {
+        f.name: f for f in text_string_to_metric_families(exposition().decode())
+    }
     sample = families["console_gateway_upstream_errors"].samples[0]
-    assert sample.name == "console_gateway_upstream_errors_total" and sample.labels == {"cluster": cluster.name}
+    assert sample.name == "console_gateway_upstream_errors_total" and sample.labels == {
+        "cluster": cluster.name
+    }
     assert sample.value == 4.0  # the Prometheus counter keeps counting
     summary = alerts_evaluate(now=timezone.now())  # a round with no errors
     alert.refresh_from_db()

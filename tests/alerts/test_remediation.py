@@ -41,9 +41,18 @@ CONTROL_ENV = {
 
 def add_spare(name: str, like: Node) -> Node:
     return Node.objects.create(
-        name=name, hostname=name, management_ip="127.0.2.9", npu_ips=[f"127.20.9.{i + 1}" for i in range(8)],
-        role=NodeRole.SPARE, api_port=free_port(), rpc_port=free_port(), driver=Node.Driver.SIM,
-        npu_model=like.npu_model, npu_count=like.npu_count, hbm_per_npu_gb=like.hbm_per_npu_gb, state=NodeState.READY,
+        name=name,
+        hostname=name,
+        management_ip="127.0.2.9",
+        npu_ips=[f"127.20.9.{i + 1}" for i in range(8)],
+        role=NodeRole.SPARE,
+        api_port=free_port(),
+        rpc_port=free_port(),
+        driver=Node.Driver.SIM,
+        npu_model=like.npu_model,
+        npu_count=like.npu_count,
+        hbm_per_npu_gb=like.hbm_per_npu_gb,
+        state=NodeState.READY,
     )
 
 
@@ -57,7 +66,11 @@ def running(tmp_path: Path) -> Iterator[tuple[Cluster, Path]]:
     names = [n.name for n in nodes] + [spare.name]
     ips = {n.name: n.npu_ips for n in [*nodes, spare]}
     with agents(names, extra_env=env, npu_ips=ips), control_worker(CONTROL_ENV):
-        op = wait_op(operation_start(cluster=cluster, kind="start", user=make_user("ops", "operator")))
+        op = wait_op(
+            operation_start(
+                cluster=cluster, kind="start", user=make_user("ops", "operator")
+            )
+        )
         assert op.state == OperationState.SUCCEEDED, op.error
         cluster.refresh_from_db()
         yield cluster, tmp_path
@@ -68,7 +81,13 @@ def head_url(cluster: Cluster) -> str:
     return f"http://{head.management_ip}:{head.api_port}/v1/completions"
 
 
-def rounds_until(predicate: Callable[[], Any], *, rounds: int, gap_s: float = 0.6, settle_s: float = 8.0) -> tuple[Any, int]:
+def rounds_until(
+    predicate: Callable[[], Any],
+    *,
+    rounds: int,
+    gap_s: float = 0.6,
+    settle_s: float = 8.0,
+) -> tuple[Any, int]:
     """Run collect rounds (as beat does) until ``predicate`` holds; returns (value, rounds used)."""
     for i in range(1, rounds + 1):
         time.sleep(gap_s)  # traffic (and lost packets) accumulate between polls
@@ -90,15 +109,20 @@ def wait_incident(pk: int, states: tuple[str, ...], timeout: float = 150) -> Inc
             return incident
         time.sleep(0.3)
     incident = Incident.objects.get(pk=pk)
-    raise AssertionError(f"incident #{pk} is {incident.state} ({incident.summary}) after {timeout}s")
+    raise AssertionError(
+        f"incident #{pk} is {incident.state} ({incident.summary}) after {timeout}s"
+    )
 
 
 def engine_env(state_dir: Path, node: Node) -> dict[str, str]:
     for proc in psutil.process_iter(["cmdline", "environ"]):
         try:
             env = proc.info["environ"] or {}
-            if "engine.sim.vllm" in " ".join(proc.info["cmdline"] or []) and env.get("SIM_STATE_DIR") == str(state_dir) \
-                    and env.get("SIM_NODE") == node.name:
+            if (
+                "engine.sim.vllm" in " ".join(proc.info["cmdline"] or [])
+                and env.get("SIM_STATE_DIR") == str(state_dir)
+                and env.get("SIM_NODE") == node.name
+            ):
                 return dict(env)
         except (psutil.Error, TypeError):
             continue
@@ -114,48 +138,78 @@ def inject_hccs_loss(node: Node, cluster: Cluster) -> tuple[Alert, int]:
         collect_round_task()  # baseline counters
         agent_call(node, "sim.inject", fault="hccs-loss", value="20")
         return rounds_until(
-            lambda: Alert.objects.filter(rule__name="HCCS link loss", target=node.name, state="firing").first(), rounds=2
+            lambda: Alert.objects.filter(
+                rule__name="HCCS link loss", target=node.name, state="firing"
+            ).first(),
+            rounds=2,
         )
 
 
-def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(running: tuple[Cluster, Path]) -> None:
+def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(
+    running: tuple[Cluster, Path],
+) -> None:
     cluster, state_dir = running
     node = cluster.ranked_nodes()[2]
     alert, rounds = inject_hccs_loss(node, cluster)
     assert rounds <= 2  # within 2 poll intervals of the fault
     incident = Incident.objects.get(alert=alert)
-    incident = wait_incident(incident.pk, (IncidentState.RECOVERED, IncidentState.ESCALATED))
+    incident = wait_incident(
+        incident.pk, (IncidentState.RECOVERED, IncidentState.ESCALATED)
+    )
     assert incident.state == IncidentState.RECOVERED, incident.summary
     op = Operation.objects.get(pk=incident.operation_ids[0])
-    assert op.kind == "failover" and op.source == "automation" and op.params["link_modes"] == {node.name: "roce"}
-    started = [s.data["started_at"] for s in op.steps.filter(name__startswith="Start rank").order_by("seq")]
-    assert len(started) == 4 and started == sorted(started)  # rank order, agent-side clocks
+    assert (
+        op.kind == "failover"
+        and op.source == "automation"
+        and op.params["link_modes"] == {node.name: "roce"}
+    )
+    started = [
+        s.data["started_at"]
+        for s in op.steps.filter(name__startswith="Start rank").order_by("seq")
+    ]
+    assert len(started) == 4 and started == sorted(
+        started
+    )  # rank order, agent-side clocks
     node.refresh_from_db()
-    assert node.link_mode == "roce" and node.link_mode_since is not None and "incident" in node.link_mode_reason
+    assert (
+        node.link_mode == "roce"
+        and node.link_mode_since is not None
+        and "incident" in node.link_mode_reason
+    )
     env = engine_env(state_dir, node)
     assert env["HCCL_INTRA_ROCE_ENABLE"] == "1" and env["HCCL_INTRA_PCIE_ENABLE"] == "0"
     others = engine_env(state_dir, cluster.ranked_nodes()[1])
     assert others["HCCL_INTRA_ROCE_ENABLE"] == "0"  # only the lossy node moved
     assert agent_call(cluster.ranked_nodes()[0], "engine.status")["health"] == 200
-    assert incident.verification["ok"] is True and incident.verification["hccs_delta"] == 0
+    assert (
+        incident.verification["ok"] is True and incident.verification["hccs_delta"] == 0
+    )
     assert incident.verification["roce_delta"] > 0
     with Traffic(head_url(cluster), model=cluster.profile.served_model_name):
         collect_round_task()
-        rounds_until(lambda: Alert.objects.get(pk=alert.pk).state == "resolved", rounds=3)
+        rounds_until(
+            lambda: Alert.objects.get(pk=alert.pk).state == "resolved", rounds=3
+        )
     incident.refresh_from_db()
     assert incident.fault_onset_at <= incident.detected_at <= incident.decided_at  # type: ignore[operator]
-    assert incident.operation_started_at and incident.healthy_at and incident.resolved_at
+    assert (
+        incident.operation_started_at and incident.healthy_at and incident.resolved_at
+    )
     assert incident.operation_started_at <= incident.healthy_at <= incident.resolved_at
     assert incident.mttr_s is not None and incident.mttr_s > 0
     # the restart idled HCCS but did not clear the alert early: it resolved once, after recovery
     resolved = list(alert.events.filter(kind="resolved"))
     assert len(resolved) == 1 and resolved[0].at >= incident.healthy_at
-    assert {"act", "operation", "verify", "recovered", "resolved"} <= set(timeline(alert))
+    assert {"act", "operation", "verify", "recovered", "resolved"} <= set(
+        timeline(alert)
+    )
     cluster.refresh_from_db()
     assert cluster.state == ClusterState.RUNNING
 
 
-def test_when_the_hardware_ignores_the_switch_the_node_is_replaced_by_the_spare(running: tuple[Cluster, Path]) -> None:
+def test_when_the_hardware_ignores_the_switch_the_node_is_replaced_by_the_spare(
+    running: tuple[Cluster, Path],
+) -> None:
     cluster, state_dir = running
     node = cluster.ranked_nodes()[2]
     d = node_dir(node.name, base=state_dir)
@@ -163,17 +217,32 @@ def test_when_the_hardware_ignores_the_switch_the_node_is_replaced_by_the_spare(
     cfg.honours_roce_switch = False
     save_config(d, cfg)
     alert, _ = inject_hccs_loss(node, cluster)
-    incident = wait_incident(Incident.objects.get(alert=alert).pk, (IncidentState.RECOVERED, IncidentState.ESCALATED), timeout=240)
+    incident = wait_incident(
+        Incident.objects.get(alert=alert).pk,
+        (IncidentState.RECOVERED, IncidentState.ESCALATED),
+        timeout=240,
+    )
     assert incident.state == IncidentState.RECOVERED, incident.summary
     assert incident.action == "replace" and incident.verification["ok"] is False
     assert incident.verification["hccs_delta"] > 0
     said = [e.message for e in alert.events.all() if e.data.get("decision") == "verify"]
     assert said and "did not take effect" in said[0]  # the incident says so plainly
     failover, replace = (Operation.objects.get(pk=pk) for pk in incident.operation_ids)
-    assert failover.kind == "failover" and replace.kind == "replace" and replace.state == OperationState.SUCCEEDED
-    assert replace.result["replace"] == {"old": node.name, "spare": "rem-spare", "rank": 2}
+    assert (
+        failover.kind == "failover"
+        and replace.kind == "replace"
+        and replace.state == OperationState.SUCCEEDED
+    )
+    assert replace.result["replace"] == {
+        "old": node.name,
+        "spare": "rem-spare",
+        "rank": 2,
+    }
     spare_check = replace.steps.get(name="Preflight on the spare rem-spare")
-    assert spare_check.state == "succeeded" and spare_check.seq < replace.steps.get(name__startswith="Swap").seq
+    assert (
+        spare_check.state == "succeeded"
+        and spare_check.seq < replace.steps.get(name__startswith="Swap").seq
+    )
     node.refresh_from_db()
     spare = Node.objects.get(name="rem-spare")
     assert node.state == NodeState.OUT_OF_SERVICE and node.cluster_id is None
@@ -184,12 +253,17 @@ def test_when_the_hardware_ignores_the_switch_the_node_is_replaced_by_the_spare(
     assert alert.state == "resolved"  # its target left service
 
 
-def test_hccs_loss_with_a_roce_port_down_escalates_without_restarting(running: tuple[Cluster, Path]) -> None:
+def test_hccs_loss_with_a_roce_port_down_escalates_without_restarting(
+    running: tuple[Cluster, Path],
+) -> None:
     cluster, _ = running
     node = cluster.ranked_nodes()[2]
     agent_call(node, "sim.inject", fault="roce-down")
     alert, _ = inject_hccs_loss(node, cluster)
-    incident = wait_incident(Incident.objects.get(alert=alert).pk, (IncidentState.ESCALATED, IncidentState.RUNNING))
+    incident = wait_incident(
+        Incident.objects.get(alert=alert).pk,
+        (IncidentState.ESCALATED, IncidentState.RUNNING),
+    )
     assert incident.state == IncidentState.ESCALATED and incident.operation_ids == []
     assert "RoCE ports are not healthy" in incident.summary
     alert.refresh_from_db()
@@ -201,61 +275,132 @@ def test_hccs_loss_with_a_roce_port_down_escalates_without_restarting(running: t
     assert node.link_mode == "hccs"
 
 
-def test_a_crashed_head_restarts_with_backoff_and_a_crash_loop_escalates(running: tuple[Cluster, Path]) -> None:
+def test_a_crashed_head_restarts_with_backoff_and_a_crash_loop_escalates(
+    running: tuple[Cluster, Path],
+) -> None:
     cluster, _ = running
     head = cluster.ranked_nodes()[0]
-    agent_call(head, "sim.inject", fault="crash", value="once")  # kills it now; the next start fails once too
+    agent_call(
+        head, "sim.inject", fault="crash", value="once"
+    )  # kills it now; the next start fails once too
     alert, _ = rounds_until(
-        lambda: Alert.objects.filter(rule__name="Engine process failed", target=head.name, state="firing").first(), rounds=3
+        lambda: Alert.objects.filter(
+            rule__name="Engine process failed", target=head.name, state="firing"
+        ).first(),
+        rounds=3,
     )
-    incident = wait_incident(Incident.objects.get(alert=alert).pk, (IncidentState.RECOVERED, IncidentState.ESCALATED), timeout=240)
+    incident = wait_incident(
+        Incident.objects.get(alert=alert).pk,
+        (IncidentState.RECOVERED, IncidentState.ESCALATED),
+        timeout=240,
+    )
     assert incident.state == IncidentState.RECOVERED, incident.summary
-    assert incident.attempts == 2  # the first restart hit the crash, the second came after the backoff
+    assert (
+        incident.attempts == 2
+    )  # the first restart hit the crash, the second came after the backoff
     first, second = (Operation.objects.get(pk=pk) for pk in incident.operation_ids)
-    assert first.state == OperationState.FAILED and second.state == OperationState.SUCCEEDED
+    assert (
+        first.state == OperationState.FAILED
+        and second.state == OperationState.SUCCEEDED
+    )
     assert "retry" in timeline(alert)
     assert agent_call(head, "engine.status")["health"] == 200
 
     rounds_until(lambda: Alert.objects.get(pk=alert.pk).state == "resolved", rounds=3)
-    AlertRule.objects.filter(name="Engine process failed").update(cooldown_s=0)  # the next crash may act at once
+    AlertRule.objects.filter(name="Engine process failed").update(
+        cooldown_s=0
+    )  # the next crash may act at once
     agent_call(head, "sim.inject", fault="crash", value="always")
     loop, _ = rounds_until(
-        lambda: Alert.objects.filter(rule__name="Engine process failed", target=head.name, state="firing").exclude(pk=alert.pk).first(),
+        lambda: (
+            Alert.objects.filter(
+                rule__name="Engine process failed", target=head.name, state="firing"
+            )
+            .exclude(pk=alert.pk)
+            .first()
+        ),
         rounds=3,
     )
-    looped = wait_incident(Incident.objects.get(alert=loop).pk, (IncidentState.ESCALATED, IncidentState.RECOVERED), timeout=240)
-    assert looped.state == IncidentState.ESCALATED and looped.attempts == 2  # REMEDIATION_RESTART_MAX_ATTEMPTS
-    assert all(Operation.objects.get(pk=pk).state == OperationState.FAILED for pk in looped.operation_ids)
+    looped = wait_incident(
+        Incident.objects.get(alert=loop).pk,
+        (IncidentState.ESCALATED, IncidentState.RECOVERED),
+        timeout=240,
+    )
+    assert (
+        looped.state == IncidentState.ESCALATED and looped.attempts == 2
+    )  # REMEDIATION_RESTART_MAX_ATTEMPTS
+    assert all(
+        Operation.objects.get(pk=pk).state == OperationState.FAILED
+        for pk in looped.operation_ids
+    )
     loop.refresh_from_db()
     assert loop.severity == "critical" and "restarts failed" in loop.message
 
 
-def test_hbm_pressure_scales_out_onto_the_standby_which_joins_the_gateway_pool(tmp_path: Path) -> None:
+def test_hbm_pressure_scales_out_onto_the_standby_which_joins_the_gateway_pool(
+    tmp_path: Path,
+) -> None:
     from console.gateway.routing import _serving_pool
     from console.services.inventory import DEMO_PROFILES
     from tests.factories import make_profile
 
     cluster = make_cluster("rem", nodes=4, free_ports=True)
-    standby = make_cluster("stb", nodes=2, free_ports=True, profile=make_profile(**{**DEMO_PROFILES["w8a8"], "name": "stb w8a8"}))
+    standby = make_cluster(
+        "stb",
+        nodes=2,
+        free_ports=True,
+        profile=make_profile(**{**DEMO_PROFILES["w8a8"], "name": "stb w8a8"}),
+    )
     for n in standby.ranked_nodes():  # its own addresses
-        n.management_ip, n.npu_ips = f"127.0.3.{n.rank + 1}", [f"127.30.{n.rank + 1}.{i + 1}" for i in range(8)]
+        n.management_ip, n.npu_ips = (
+            f"127.0.3.{n.rank + 1}",
+            [f"127.30.{n.rank + 1}.{i + 1}" for i in range(8)],
+        )
         n.save()
     Cluster.objects.filter(pk=standby.pk).update(state=ClusterState.STOPPED)
-    AlertRule.objects.filter(name="NPU HBM usage high").update(remediation_policy="auto", remediation_action="scale_out", for_s=0)
+    AlertRule.objects.filter(name="NPU HBM usage high").update(
+        remediation_policy="auto", remediation_action="scale_out", for_s=0
+    )
     nodes = [*cluster.ranked_nodes(), *standby.ranked_nodes()]
-    with agents([n.name for n in nodes], extra_env={**FAST, "SIM_STATE_DIR": str(tmp_path)}, npu_ips={n.name: n.npu_ips for n in nodes}), \
-            control_worker(CONTROL_ENV):
-        op = wait_op(operation_start(cluster=cluster, kind="start", user=make_user("ops", "operator")))
+    with (
+        agents(
+            [n.name for n in nodes],
+            extra_env={**FAST, "SIM_STATE_DIR": str(tmp_path)},
+            npu_ips={n.name: n.npu_ips for n in nodes},
+        ),
+        control_worker(CONTROL_ENV),
+    ):
+        op = wait_op(
+            operation_start(
+                cluster=cluster, kind="start", user=make_user("ops", "operator")
+            )
+        )
         assert op.state == OperationState.SUCCEEDED, op.error
-        agent_call(cluster.ranked_nodes()[1], "sim.inject", fault="hbm-pressure", value="97")
-        alert, _ = rounds_until(lambda: Alert.objects.filter(rule__name="NPU HBM usage high", state="firing").first(), rounds=3)
-        incident = wait_incident(Incident.objects.filter(action="scale_out").get().pk, (IncidentState.RECOVERED, IncidentState.ESCALATED))
+        agent_call(
+            cluster.ranked_nodes()[1], "sim.inject", fault="hbm-pressure", value="97"
+        )
+        alert, _ = rounds_until(
+            lambda: Alert.objects.filter(
+                rule__name="NPU HBM usage high", state="firing"
+            ).first(),
+            rounds=3,
+        )
+        incident = wait_incident(
+            Incident.objects.filter(action="scale_out").get().pk,
+            (IncidentState.RECOVERED, IncidentState.ESCALATED),
+        )
         assert incident.state == IncidentState.RECOVERED, incident.summary
         started = Operation.objects.get(pk=incident.operation_ids[0])
-        assert started.cluster_id == standby.pk and started.kind == "start" and started.params["scale_out_of"] == "rem"
+        assert (
+            started.cluster_id == standby.pk
+            and started.kind == "start"
+            and started.params["scale_out_of"] == "rem"
+        )
         standby.refresh_from_db()
         assert standby.state == ClusterState.RUNNING
-        pool = {u.cluster_name for u in _serving_pool(cluster.profile.served_model_name)}
+        pool = {
+            u.cluster_name for u in _serving_pool(cluster.profile.served_model_name)
+        }
         assert pool == {"rem", "stb"}  # the gateway now spreads requests over both
         # the other chips' alerts joined the one incident instead of starting more clusters
         assert Incident.objects.filter(action="scale_out").count() == 1
@@ -266,28 +411,43 @@ def firing_alert() -> Callable[..., Alert]:
     from django.utils import timezone
 
     def make(rule_name: str, *, policy: str, node_rank: int = 2) -> Alert:
-        cluster = Cluster.objects.filter(name="pol").first() or make_cluster("pol", nodes=4)
+        cluster = Cluster.objects.filter(name="pol").first() or make_cluster(
+            "pol", nodes=4
+        )
         Cluster.objects.filter(pk=cluster.pk).update(state=ClusterState.RUNNING)
         node = cluster.ranked_nodes()[node_rank]
         rule = AlertRule.objects.get(name=rule_name)
         AlertRule.objects.filter(pk=rule.pk).update(remediation_policy=policy)
         now = timezone.now()
         return Alert.objects.create(
-            rule=rule, cluster=cluster, node=node, target=node.name, state="firing", severity=rule.severity,
-            value=40.0, message="test", fault_onset_at=now, pending_at=now, fired_at=now,
+            rule=rule,
+            cluster=cluster,
+            node=node,
+            target=node.name,
+            state="firing",
+            severity=rule.severity,
+            value=40.0,
+            message="test",
+            fault_onset_at=now,
+            pending_at=now,
+            fired_at=now,
         )
 
     return make
 
 
-def test_policy_ask_waits_for_an_operator_then_acts(firing_alert: Callable[..., Alert]) -> None:
+def test_policy_ask_waits_for_an_operator_then_acts(
+    firing_alert: Callable[..., Alert],
+) -> None:
     from monitoring import remediation
 
     alert = firing_alert("Requests waiting", policy="ask")
     AlertRule.objects.filter(pk=alert.rule_id).update(remediation_action="restart")
     incident = remediation.alert_firing(alert)
     assert incident is not None and incident.state == IncidentState.AWAITING_APPROVAL
-    assert not Operation.objects.filter(cluster=alert.cluster).exists()  # nothing until approved
+    assert not Operation.objects.filter(
+        cluster=alert.cluster
+    ).exists()  # nothing until approved
     assert "ask" in timeline(alert)
     operator = make_user("olga", "operator")
     op = remediation.incident_approve(incident=incident, user=operator)
@@ -298,14 +458,20 @@ def test_policy_ask_waits_for_an_operator_then_acts(firing_alert: Callable[..., 
         remediation.incident_approve(incident=incident, user=operator)
 
 
-def test_maintenance_mode_and_temperature_skip_with_the_reason_recorded(firing_alert: Callable[..., Alert]) -> None:
+def test_maintenance_mode_and_temperature_skip_with_the_reason_recorded(
+    firing_alert: Callable[..., Alert],
+) -> None:
     from console.models import AuditEvent
     from monitoring import remediation
 
     alert = firing_alert("HCCS link loss", policy="auto")
     Cluster.objects.filter(pk=alert.cluster_id).update(maintenance_mode=True)
     incident = remediation.alert_firing(alert)
-    assert incident is not None and incident.state == IncidentState.SKIPPED and "maintenance mode" in incident.summary
+    assert (
+        incident is not None
+        and incident.state == IncidentState.SKIPPED
+        and "maintenance mode" in incident.summary
+    )
     assert not Operation.objects.filter(cluster=alert.cluster).exists()
     assert "skip" in timeline(alert)
     assert AuditEvent.objects.filter(action="remediation.skip").exists()
@@ -314,26 +480,53 @@ def test_maintenance_mode_and_temperature_skip_with_the_reason_recorded(firing_a
     hot = firing_alert("NPU temperature high", policy="auto")
     AlertRule.objects.filter(pk=hot.rule_id).update(remediation_action="restart")
     skipped = remediation.alert_firing(hot)
-    assert skipped is not None and skipped.state == IncidentState.SKIPPED and "temperature" in skipped.summary
+    assert (
+        skipped is not None
+        and skipped.state == IncidentState.SKIPPED
+        and "temperature" in skipped.summary
+    )
     assert not Operation.objects.filter(cluster=hot.cluster).exists()
 
 
-def test_cooldown_and_hourly_cap_refuse_further_automatic_actions(firing_alert: Callable[..., Alert], settings: Any) -> None:
+def test_cooldown_and_hourly_cap_refuse_further_automatic_actions(
+    firing_alert: Callable[..., Alert], settings: Any
+) -> None:
     from django.utils import timezone
 
     from monitoring import remediation
 
     first = firing_alert("Engine process failed", policy="auto")
-    Incident.objects.create(alert=first, cluster=first.cluster, action="restart", policy="auto", state=IncidentState.RECOVERED,
-                            fault_onset_at=timezone.now(), detected_at=timezone.now(), operation_started_at=timezone.now(), attempts=1)
-    Alert.objects.filter(pk=first.pk).update(state="resolved", resolved_at=timezone.now())
+    Incident.objects.create(
+        alert=first,
+        cluster=first.cluster,
+        action="restart",
+        policy="auto",
+        state=IncidentState.RECOVERED,
+        fault_onset_at=timezone.now(),
+        detected_at=timezone.now(),
+        operation_started_at=timezone.now(),
+        attempts=1,
+    )
+    Alert.objects.filter(pk=first.pk).update(
+        state="resolved", resolved_at=timezone.now()
+    )
     again = firing_alert("Engine process failed", policy="auto")
     incident = remediation.alert_firing(again)
-    assert incident is not None and incident.state == IncidentState.SKIPPED and incident.summary.startswith("cooldown")
+    assert (
+        incident is not None
+        and incident.state == IncidentState.SKIPPED
+        and incident.summary.startswith("cooldown")
+    )
 
     AlertRule.objects.filter(name="Engine process failed").update(cooldown_s=0)
     settings.REMEDIATION_MAX_ACTIONS_PER_HOUR = 1
-    Alert.objects.filter(pk=again.pk).update(state="resolved", resolved_at=timezone.now())
+    Alert.objects.filter(pk=again.pk).update(
+        state="resolved", resolved_at=timezone.now()
+    )
     third = firing_alert("Engine process failed", policy="auto")
     capped = remediation.alert_firing(third)
-    assert capped is not None and capped.state == IncidentState.SKIPPED and "in the last hour" in capped.summary
+    assert (
+        capped is not None
+        and capped.state == IncidentState.SKIPPED
+        and "in the last hour" in capped.summary
+    )

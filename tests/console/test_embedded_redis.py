@@ -36,7 +36,19 @@ def test_it_refuses_a_busy_port(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "console.embedded_redis", "--port", str(port), "--dir", str(tmp_path)],
-                                capture_output=True, text=True, timeout=30)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "console.embedded_redis",
+                "--port",
+                str(port),
+                "--dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert result.returncode == 1
     assert f"port {port} is already in use" in result.stderr

@@ -14,12 +14,36 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.django_db(transaction=True)
 def test_it_plans_every_process_for_the_demo(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "DATABASE_URL"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {
+            "REDIS_URL",
+            "CELERY_BROKER_URL",
+            "CELERY_RESULT_BACKEND",
+            "DATABASE_URL",
+        }
+    }
     env["CONSOLE_VAR_DIR"] = str(tmp_path)
-    boot = subprocess.run([sys.executable, "manage.py", "bootstrap_demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    boot = subprocess.run(
+        [sys.executable, "manage.py", "bootstrap_demo"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert boot.returncode == 0, boot.stderr
     assert "http://127.0.0.1:8000/" in boot.stdout and "admin" in boot.stdout
-    result = subprocess.run([sys.executable, "-m", "console.launch", "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "console.launch", "--dry-run"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     command = result.stdout.strip().splitlines()[-1]
     assert " start redis web control beat " in command

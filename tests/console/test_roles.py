@@ -13,18 +13,31 @@ from console.services.inventory import credentials_path, demo_users_ensure
 
 @pytest.mark.django_db
 def test_it_orders_roles(viewer: Any, operator: Any, admin: Any, norole: Any) -> None:
-    assert (user_role(viewer), user_role(operator), user_role(admin), user_role(norole)) == ("viewer", "operator", "admin", None)
+    assert (
+        user_role(viewer),
+        user_role(operator),
+        user_role(admin),
+        user_role(norole),
+    ) == ("viewer", "operator", "admin", None)
     assert has_role(operator, "viewer") and not has_role(viewer, "operator")
     assert has_role(admin, "operator") and not has_role(operator, "admin")
     assert not has_role(norole, "viewer")
 
 
 @pytest.mark.django_db
-def test_it_gives_viewers_read_only_model_permissions(viewer: Any, operator: Any, admin: Any) -> None:
-    assert viewer.has_perm("console.view_node") and not viewer.has_perm("console.change_node")
+def test_it_gives_viewers_read_only_model_permissions(
+    viewer: Any, operator: Any, admin: Any
+) -> None:
+    assert viewer.has_perm("console.view_node") and not viewer.has_perm(
+        "console.change_node"
+    )
     assert not operator.has_perm("console.change_cluster")
     assert admin.has_perm("console.change_cluster") and admin.is_staff
-    assert set(Group.objects.values_list("name", flat=True)) >= {"viewer", "operator", "admin"}
+    assert set(Group.objects.values_list("name", flat=True)) >= {
+        "viewer",
+        "operator",
+        "admin",
+    }
 
 
 @pytest.mark.django_db

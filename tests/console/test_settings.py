@@ -19,9 +19,36 @@ PROBE = (
 
 
 def run_settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "SECRET_KEY", "CONSOLE_DEV", "CONSOLE_MODE", "TIME_ZONE"}}
-    clean.update({"DJANGO_SETTINGS_MODULE": "console.settings", "CONSOLE_VAR_DIR": str(tmp_path / "var"), **env})
-    return subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60)
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {
+            "DATABASE_URL",
+            "REDIS_URL",
+            "CELERY_BROKER_URL",
+            "CELERY_RESULT_BACKEND",
+            "SECRET_KEY",
+            "CONSOLE_DEV",
+            "CONSOLE_MODE",
+            "TIME_ZONE",
+        }
+    }
+    clean.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "console.settings",
+            "CONSOLE_VAR_DIR": str(tmp_path / "var"),
+            **env,
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_it_defaults_to_sqlite_and_embedded_redis(tmp_path: Path) -> None:
@@ -44,31 +71,50 @@ def test_it_defaults_to_sqlite_and_embedded_redis(tmp_path: Path) -> None:
 
 
 def test_it_reads_postgres_and_external_redis_from_env(tmp_path: Path) -> None:
-    result = run_settings(tmp_path, DATABASE_URL="postgres://ops:pw@db.example:5432/console", REDIS_URL="redis://cache.example:6379/3", CONSOLE_DEV="1")
+    result = run_settings(
+        tmp_path,
+        DATABASE_URL="postgres://ops:pw@db.example:5432/console",
+        REDIS_URL="redis://cache.example:6379/3",
+        CONSOLE_DEV="1",
+    )
     assert result.returncode == 0, result.stderr
     cfg = json.loads(result.stdout)
     assert cfg["engine"] == "django.db.backends.postgresql"
     assert cfg["name"] == "console"
-    assert cfg["redis"] == cfg["broker"] == cfg["layer"] == "redis://cache.example:6379/3"
+    assert (
+        cfg["redis"] == cfg["broker"] == cfg["layer"] == "redis://cache.example:6379/3"
+    )
     assert cfg["embedded"] is False
     assert cfg["debug"] is True
 
 
 def test_it_takes_a_rabbitmq_broker(tmp_path: Path) -> None:
-    result = run_settings(tmp_path, CELERY_BROKER_URL="amqp://guest:guest@127.0.0.1:5672//")
+    result = run_settings(
+        tmp_path, CELERY_BROKER_URL="amqp://guest:guest@127.0.0.1:5672//"
+    )
     cfg = json.loads(result.stdout)
     assert cfg["broker"].startswith("amqp://")
     assert cfg["embedded"] is False
 
 
 def test_it_refuses_production_without_secret_key(tmp_path: Path) -> None:
-    result = run_settings(tmp_path, CONSOLE_MODE="production", DATABASE_URL="postgres://x@h/db", REDIS_URL="redis://h:6379/0")
+    result = run_settings(
+        tmp_path,
+        CONSOLE_MODE="production",
+        DATABASE_URL="postgres://x@h/db",
+        REDIS_URL="redis://h:6379/0",
+    )
     assert result.returncode != 0
     assert "SECRET_KEY is required when CONSOLE_MODE=production" in result.stderr
 
 
 def test_it_refuses_production_without_database_url(tmp_path: Path) -> None:
-    result = run_settings(tmp_path, CONSOLE_MODE="production", SECRET_KEY="x" * 50, REDIS_URL="redis://h:6379/0")
+    result = run_settings(
+        tmp_path,
+        CONSOLE_MODE="production",
+        SECRET_KEY="x" * 50,
+        REDIS_URL="redis://h:6379/0",
+    )
     assert result.returncode != 0
     assert "DATABASE_URL is required" in result.stderr
 
@@ -84,6 +130,19 @@ def test_it_reads_secret_from_file(tmp_path: Path) -> None:
     secret.write_text("file-secret-value\n")
     probe = "import django; from django.conf import settings; django.setup(); print(settings.SECRET_KEY)"
     env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
-    env.update({"SECRET_KEY_FILE": str(secret), "CONSOLE_VAR_DIR": str(tmp_path / "v"), "DJANGO_SETTINGS_MODULE": "console.settings"})
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    env.update(
+        {
+            "SECRET_KEY_FILE": str(secret),
+            "CONSOLE_VAR_DIR": str(tmp_path / "v"),
+            "DJANGO_SETTINGS_MODULE": "console.settings",
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.stdout.strip() == "file-secret-value"

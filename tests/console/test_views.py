@@ -23,7 +23,14 @@ def test_it_shows_clusters_and_nodes_to_a_viewer(cluster: Any, viewer: Any) -> N
     response = login(viewer).get("/", HTTP_ACCEPT_LANGUAGE="en")
     assert response.status_code == 200
     body = response.content.decode()
-    for name in ("qwen35-prod", "qwen35-standby", "ascend-01", "ascend-04", "ascend-07", "Idle spares"):
+    for name in (
+        "qwen35-prod",
+        "qwen35-standby",
+        "ascend-01",
+        "ascend-04",
+        "ascend-07",
+        "Idle spares",
+    ):
         assert name in body
     assert "rank 3" in body
 
@@ -34,7 +41,9 @@ def test_it_refuses_a_user_without_a_role(cluster: Any, norole: Any) -> None:
 
 
 @pytest.mark.django_db
-def test_it_serves_chinese_by_default_and_switches_language(cluster: Any, viewer: Any) -> None:
+def test_it_serves_chinese_by_default_and_switches_language(
+    cluster: Any, viewer: Any
+) -> None:
     client = login(viewer)
     body = client.get("/").content.decode()
     assert "集群" in body and 'lang="zh-hans"' in body
@@ -50,8 +59,14 @@ def test_it_logs_in_with_a_password() -> None:
 
     make_user("olga", "operator")
     client = Client()
-    bad = client.post("/accounts/login/", {"username": "olga", "password": "wrong"}, HTTP_ACCEPT_LANGUAGE="en")
-    assert bad.status_code == 200 and "Wrong username or password" in bad.content.decode()
+    bad = client.post(
+        "/accounts/login/",
+        {"username": "olga", "password": "wrong"},
+        HTTP_ACCEPT_LANGUAGE="en",
+    )
+    assert (
+        bad.status_code == 200 and "Wrong username or password" in bad.content.decode()
+    )
     good = client.post("/accounts/login/", {"username": "olga", "password": "pw-olga"})
     assert good.status_code == 302 and good["Location"] == "/"
 
@@ -59,7 +74,10 @@ def test_it_logs_in_with_a_password() -> None:
 @pytest.mark.django_db
 def test_it_enforces_csrf_on_login() -> None:
     client = Client(enforce_csrf_checks=True)
-    assert client.post("/accounts/login/", {"username": "x", "password": "y"}).status_code == 403
+    assert (
+        client.post("/accounts/login/", {"username": "x", "password": "y"}).status_code
+        == 403
+    )
 
 
 @pytest.mark.django_db
@@ -82,7 +100,9 @@ def test_it_answers_503_when_redis_is_down() -> None:
 
 
 @pytest.mark.django_db
-def test_it_keeps_the_admin_for_admins(cluster: Any, viewer: Any, operator: Any, admin: Any) -> None:
+def test_it_keeps_the_admin_for_admins(
+    cluster: Any, viewer: Any, operator: Any, admin: Any
+) -> None:
     assert login(viewer).get("/admin/").status_code == 302  # not staff → admin login
     assert login(operator).get("/admin/console/node/").status_code == 302
     assert login(admin).get("/admin/console/node/").status_code == 200
@@ -90,7 +110,9 @@ def test_it_keeps_the_admin_for_admins(cluster: Any, viewer: Any, operator: Any,
 
 
 @pytest.mark.django_db
-def test_it_audits_an_admin_change_with_before_and_after(cluster: Any, admin: Any) -> None:
+def test_it_audits_an_admin_change_with_before_and_after(
+    cluster: Any, admin: Any
+) -> None:
     from console.models import Node
 
     node = Node.objects.get(name="ascend-02")
@@ -99,22 +121,53 @@ def test_it_audits_an_admin_change_with_before_and_after(cluster: Any, admin: An
     assert page.status_code == 200
     form = page.context["adminform"].form
     data = {k: v for k, v in form.initial.items() if v is not None}
-    data.update({"hostname": "ascend-02.renamed", "npu_ips": '["127.10.2.1","127.10.2.2","127.10.2.3","127.10.2.4","127.10.2.5","127.10.2.6","127.10.2.7","127.10.2.8"]',
-                 "cluster": node.cluster_id, "link_mode_since": "", "last_seen_at": ""})
-    response = client.post(f"/admin/console/node/{node.pk}/change/", data, REMOTE_ADDR="127.0.0.9")
-    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else ""
+    data.update(
+        {
+            "hostname": "ascend-02.renamed",
+            "npu_ips": '["127.10.2.1","127.10.2.2","127.10.2.3","127.10.2.4","127.10.2.5","127.10.2.6","127.10.2.7","127.10.2.8"]',
+            "cluster": node.cluster_id,
+            "link_mode_since": "",
+            "last_seen_at": "",
+        }
+    )
+    response = client.post(
+        f"/admin/console/node/{node.pk}/change/", data, REMOTE_ADDR="127.0.0.9"
+    )
+    assert response.status_code == 302, (
+        response.context["adminform"].form.errors if response.context else ""
+    )
     event = AuditEvent.objects.get(action="node.update")
     assert event.actor_name == "ada" and event.source_ip == "127.0.0.9"
-    assert event.before["hostname"] == "ascend-02" and event.after["hostname"] == "ascend-02.renamed"
+    assert (
+        event.before["hostname"] == "ascend-02"
+        and event.after["hostname"] == "ascend-02.renamed"
+    )
 
 
 @pytest.mark.django_db
 def test_it_shows_admin_field_errors_for_bad_input(cluster: Any, admin: Any) -> None:
     client = login(admin)
-    response = client.post("/admin/console/node/add/", {"name": "Bad Name", "hostname": "x", "management_ip": "nope", "npu_count": 0,
-                                                        "role": "spare", "api_port": 1, "rpc_port": 2, "npu_ips": "[]",
-                                                        "nic_name": "eth0", "driver": "sim", "link_mode": "hccs", "state": "unknown",
-                                                        "server_model": "x", "npu_model": "y", "hbm_per_npu_gb": 64}, HTTP_ACCEPT_LANGUAGE="en")
+    response = client.post(
+        "/admin/console/node/add/",
+        {
+            "name": "Bad Name",
+            "hostname": "x",
+            "management_ip": "nope",
+            "npu_count": 0,
+            "role": "spare",
+            "api_port": 1,
+            "rpc_port": 2,
+            "npu_ips": "[]",
+            "nic_name": "eth0",
+            "driver": "sim",
+            "link_mode": "hccs",
+            "state": "unknown",
+            "server_model": "x",
+            "npu_model": "y",
+            "hbm_per_npu_gb": 64,
+        },
+        HTTP_ACCEPT_LANGUAGE="en",
+    )
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
     assert set(errors) >= {"name", "management_ip", "npu_count"}

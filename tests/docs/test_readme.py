@@ -7,8 +7,19 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-READ = re.compile(r"""(?:env_int|env_bool|env_secret|env\.list|env\.db_url|os\.environ\.get|environ\.get|env\.get|os\.getenv)\(\s*["']([A-Z][A-Z0-9_]+)["']""")
-INTERNAL = {"PATH", "PYTHONPATH", "SIM_NODE", "SIM_PYTHON", "_SIM_REEXEC", "HCCL_INTRA_ROCE_ENABLE", "CONSOLE_NODE_NAME", "DJANGO_SETTINGS_MODULE"}
+READ = re.compile(
+    r"""(?:env_int|env_bool|env_secret|env\.list|env\.db_url|os\.environ\.get|environ\.get|env\.get|os\.getenv)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
+)
+INTERNAL = {
+    "PATH",
+    "PYTHONPATH",
+    "SIM_NODE",
+    "SIM_PYTHON",
+    "_SIM_REEXEC",
+    "HCCL_INTRA_ROCE_ENABLE",
+    "CONSOLE_NODE_NAME",
+    "DJANGO_SETTINGS_MODULE",
+}
 
 
 def documented() -> set[str]:
@@ -35,4 +46,6 @@ def test_deploy_examples_set_only_known_variables() -> None:
         for line in example.read_text().splitlines():
             if line.strip() and not line.lstrip().startswith("#"):
                 name = line.split("=", 1)[0].strip()
-                assert name.removesuffix("_FILE") in known, f"{example.name}: {name} is read by nothing"
+                assert name.removesuffix("_FILE") in known, (
+                    f"{example.name}: {name} is read by nothing"
+                )

@@ -13,7 +13,12 @@ from console.services.inventory import demo_seed
 from monitoring import remediation
 from monitoring.alerts.services import alert_rules_seed
 from monitoring.models_alerts import Alert, AlertRule, Incident
-from tests.e2e.test_dashboard import ARTIFACTS, CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    ARTIFACTS,
+    CHROMIUM_ARGS,
+    browser_login,
+    uvicorn_server,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -28,16 +33,41 @@ def seed() -> Incident:
     hccs = AlertRule.objects.get(name="HCCS link loss")
     for k, (detect, mttr) in enumerate([(2.0, 40.0), (3.0, 55.0), (6.0, 200.0)]):
         onset = now - timedelta(minutes=10 * (k + 1))
-        alert = Alert.objects.create(rule=hccs, cluster=cluster, target=f"old-{k}", state="resolved", severity="warning",
-                                     fault_onset_at=onset, pending_at=onset)
-        Incident.objects.create(alert=alert, cluster=cluster, action="failover", policy="auto", state="recovered",
-                                fault_onset_at=onset, detected_at=onset + timedelta(seconds=detect),
-                                operation_started_at=onset + timedelta(seconds=detect + 0.4),
-                                resolved_at=onset + timedelta(seconds=mttr))
+        alert = Alert.objects.create(
+            rule=hccs,
+            cluster=cluster,
+            target=f"old-{k}",
+            state="resolved",
+            severity="warning",
+            fault_onset_at=onset,
+            pending_at=onset,
+        )
+        Incident.objects.create(
+            alert=alert,
+            cluster=cluster,
+            action="failover",
+            policy="auto",
+            state="recovered",
+            fault_onset_at=onset,
+            detected_at=onset + timedelta(seconds=detect),
+            operation_started_at=onset + timedelta(seconds=detect + 0.4),
+            resolved_at=onset + timedelta(seconds=mttr),
+        )
     rule = AlertRule.objects.get(name="Requests waiting")
-    AlertRule.objects.filter(pk=rule.pk).update(remediation_policy="ask", remediation_action="restart")
-    alert = Alert.objects.create(rule=rule, cluster=cluster, target=cluster.name, state="firing", severity=rule.severity,
-                                 value=40.0, fault_onset_at=now, pending_at=now, fired_at=now)
+    AlertRule.objects.filter(pk=rule.pk).update(
+        remediation_policy="ask", remediation_action="restart"
+    )
+    alert = Alert.objects.create(
+        rule=rule,
+        cluster=cluster,
+        target=cluster.name,
+        state="firing",
+        severity=rule.severity,
+        value=40.0,
+        fault_onset_at=now,
+        pending_at=now,
+        fired_at=now,
+    )
     incident = remediation.alert_firing(alert)
     assert incident is not None and incident.state == "awaiting_approval"
     return incident
@@ -51,7 +81,9 @@ def test_the_histogram_draws_and_an_operator_approves_from_the_incident_page() -
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
         pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+        )
         stack.callback(browser.close)
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "ivy")
@@ -63,10 +95,15 @@ def test_the_histogram_draws_and_an_operator_approves_from_the_incident_page() -
         # detections 0 (the ask one), 2, 3 and 6 s: nearest-rank p50 = 2.0, p95 = 6.0
         assert [cells.nth(i).inner_text() for i in range(3)] == ["4", "2.0", "6.0"]
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "incidents.png"), full_page=True)  # for people, not asserted
+        page.screenshot(
+            path=str(ARTIFACTS / "incidents.png"), full_page=True
+        )  # for people, not asserted
         page.click(f"#incident-{incident.pk} a")
         page.wait_for_selector("#incident-decide")
         page.once("dialog", lambda d: d.accept())
         page.click("#incident-decide button[value=approve]")
         page.wait_for_url(f"{base}/operations/*/", timeout=15_000)
-        assert "Restart" in page.locator("h1").inner_text() or "restart" in page.content().lower()
+        assert (
+            "Restart" in page.locator("h1").inner_text()
+            or "restart" in page.content().lower()
+        )

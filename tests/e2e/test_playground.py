@@ -16,7 +16,12 @@ from django.db import connection
 
 from console.models import ClusterState
 from console.services.operations import cluster_set_state
-from tests.e2e.test_dashboard import ARTIFACTS, CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    ARTIFACTS,
+    CHROMIUM_ARGS,
+    browser_login,
+    uvicorn_server,
+)
 from tests.factories import make_user
 from tests.integration.test_agent import wait_for
 from tests.playground.conftest import running_cluster, sim_engine

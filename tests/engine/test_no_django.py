@@ -11,7 +11,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_it_imports_the_agent_without_django() -> None:
     code = "import sys, engine.agent; print('django' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
 
@@ -27,7 +33,13 @@ def test_it_imports_every_engine_module_with_django_blocked() -> None:
         f"for m in {modules!r}:\n    importlib.import_module(m)\n"
         "print('ok')"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
     assert "engine.agent" in modules

@@ -459,7 +459,9 @@ def test_it_counts_a_client_disconnect_as_abort(server: tuple[int, SimProcess]) 
     proc.wait_for_log(f"Aborted request {rid}.")
 
 
-def test_sigterm_under_traffic_aborts_open_streams_and_exits_promptly(tmp_path: Path) -> None:
+def test_sigterm_under_traffic_aborts_open_streams_and_exits_promptly(
+    tmp_path: Path,
+) -> None:
     """Like vLLM on SIGTERM: in-flight requests are aborted, the server does not wait for clients."""
     port = free_port()
     proc = SimProcess(serve_args(port), tmp_path / "stop.log")

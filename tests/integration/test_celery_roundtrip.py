@@ -11,8 +11,12 @@ pytestmark = pytest.mark.integration
 
 
 def test_it_routes_agent_tasks_to_the_nodes_queue() -> None:
-    assert route_task("node.collect", (), {"node": "ascend-02"}, {}) == {"queue": "node.ascend-02"}
-    assert route_task("engine.start", (), {"node": "ascend-01"}, {}) == {"queue": "node.ascend-01"}
+    assert route_task("node.collect", (), {"node": "ascend-02"}, {}) == {
+        "queue": "node.ascend-02"
+    }
+    assert route_task("engine.start", (), {"node": "ascend-01"}, {}) == {
+        "queue": "node.ascend-01"
+    }
     assert route_task("operations.run", (), {}, {}) == {"queue": "control"}
     with pytest.raises(ValueError, match="needs a node= keyword"):
         route_task("node.collect", (), {}, {})
@@ -20,9 +24,17 @@ def test_it_routes_agent_tasks_to_the_nodes_queue() -> None:
 
 def test_it_round_trips_through_a_real_agent_worker() -> None:
     with agent_worker("rt-node"):
-        result = app.send_task("node.echo", kwargs={"node": "rt-node", "payload": {"x": [1, 2], "s": "集群"}})
-        assert result.get(timeout=30) == {"node": "rt-node", "payload": {"x": [1, 2], "s": "集群"}}
-        beat = app.send_task("node.heartbeat", kwargs={"node": "rt-node"}).get(timeout=30)
+        result = app.send_task(
+            "node.echo",
+            kwargs={"node": "rt-node", "payload": {"x": [1, 2], "s": "集群"}},
+        )
+        assert result.get(timeout=30) == {
+            "node": "rt-node",
+            "payload": {"x": [1, 2], "s": "集群"},
+        }
+        beat = app.send_task("node.heartbeat", kwargs={"node": "rt-node"}).get(
+            timeout=30
+        )
         assert beat["node"] == "rt-node" and beat["driver"] == "sim"
 
 

@@ -20,11 +20,21 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS(f"Ascend vLLM Ops Console → {url}"))
         if passwords:
-            self.stdout.write("Demo logins (shown once; also in {path}):".format(path=credentials_path()))
+            self.stdout.write(
+                f"Demo logins (shown once; also in {credentials_path()}):"
+            )
             for user, password in passwords.items():
                 self.stdout.write(f"  {user:<9} {password}")
         else:
-            self.stdout.write(f"Demo logins: admin / operator / viewer — passwords in {credentials_path()}")
-        mode = "embedded Redis on 127.0.0.1:{port}".format(port=settings.EMBEDDED_REDIS_PORT) if settings.EMBEDDED_REDIS else settings.REDIS_URL
-        self.stdout.write(f"Database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]} · Broker: {mode}")
+            self.stdout.write(
+                f"Demo logins: admin / operator / viewer — passwords in {credentials_path()}"
+            )
+        mode = (
+            f"embedded Redis on 127.0.0.1:{settings.EMBEDDED_REDIS_PORT}"
+            if settings.EMBEDDED_REDIS
+            else settings.REDIS_URL
+        )
+        self.stdout.write(
+            f"Database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]} · Broker: {mode}"
+        )
         self.stdout.write("Press Ctrl-C to stop every process.\n")

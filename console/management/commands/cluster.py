@@ -12,9 +12,22 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.models import Cluster, Operation, OperationState
 from console.services.agents import AgentUnreachable, agent_call
-from console.services.operations import OperationConflict, OperationRefused, operation_group, operation_start
+from console.services.operations import (
+    OperationConflict,
+    OperationRefused,
+    operation_group,
+    operation_start,
+)
 
-ICONS = {"pending": "·", "running": "…", "succeeded": "✓", "warning": "!", "failed": "✗", "skipped": "-", "rolled_back": "↺"}
+ICONS = {
+    "pending": "·",
+    "running": "…",
+    "succeeded": "✓",
+    "warning": "!",
+    "failed": "✗",
+    "skipped": "-",
+    "rolled_back": "↺",
+}
 
 
 class Command(BaseCommand):
@@ -24,20 +37,41 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("action", choices=["preflight", "start", "stop", "restart", "status"])
+        parser.add_argument(
+            "action", choices=["preflight", "start", "stop", "restart", "status"]
+        )
         parser.add_argument("cluster", help="cluster name, e.g. qwen35-prod")
-        parser.add_argument("--wait", action="store_true", help="follow the operation until it ends")
-        parser.add_argument("--reason", default="", help="why (recorded in the audit log)")
-        parser.add_argument("--force", action="store_true", help="start even if preflight fails (audited)")
-        parser.add_argument("--warmup", type=int, default=None, help="warm-up requests after start (default WARMUP_REQUESTS, 100)")
-        parser.add_argument("--json", action="store_true", help="status: machine-readable output")
+        parser.add_argument(
+            "--wait", action="store_true", help="follow the operation until it ends"
+        )
+        parser.add_argument(
+            "--reason", default="", help="why (recorded in the audit log)"
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="start even if preflight fails (audited)",
+        )
+        parser.add_argument(
+            "--warmup",
+            type=int,
+            default=None,
+            help="warm-up requests after start (default WARMUP_REQUESTS, 100)",
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="status: machine-readable output"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            cluster = Cluster.objects.select_related("profile").get(name=options["cluster"])
+            cluster = Cluster.objects.select_related("profile").get(
+                name=options["cluster"]
+            )
         except Cluster.DoesNotExist:
             names = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
-            raise CommandError(f"cluster {options['cluster']!r} does not exist; known clusters: {names}") from None
+            raise CommandError(
+                f"cluster {options['cluster']!r} does not exist; known clusters: {names}"
+            ) from None
         if options["action"] == "status":
             self.status(cluster, as_json=options["json"])
             return
@@ -45,17 +79,30 @@ class Command(BaseCommand):
         if options["warmup"] is not None:
             params["warmup_requests"] = options["warmup"]
         try:
-            op = operation_start(cluster=cluster, kind=options["action"], reason=options["reason"], source="cli",
-                                 force=options["force"], params=params, actor=f"cli:{getpass.getuser()}")
+            op = operation_start(
+                cluster=cluster,
+                kind=options["action"],
+                reason=options["reason"],
+                source="cli",
+                force=options["force"],
+                params=params,
+                actor=f"cli:{getpass.getuser()}",
+            )
         except (OperationConflict, OperationRefused) as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"Operation #{op.pk}: {op.get_kind_display()} {cluster.name} queued")
+        self.stdout.write(
+            f"Operation #{op.pk}: {op.get_kind_display()} {cluster.name} queued"
+        )
         if not options["wait"]:
             return
         final = self.follow(op)
         if final.state != OperationState.SUCCEEDED:
             raise CommandError(f"operation #{op.pk} {final.state}: {final.error}")
-        self.stdout.write(self.style.SUCCESS(f"Operation #{op.pk} succeeded in {final.duration_s or 0:.1f}s"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Operation #{op.pk} succeeded in {final.duration_s or 0:.1f}s"
+            )
+        )
 
     def follow(self, op: Operation) -> Operation:
         """Print step changes pushed on the operation's channel group until the operation ends."""
@@ -97,7 +144,9 @@ class Command(BaseCommand):
             return
         printed[step["seq"]] = key
         elapsed = f" ({step['elapsed_s']:.1f}s)" if step.get("elapsed_s") else ""
-        line = f"{ICONS.get(step['state'], '?')} {step['seq']:>2}. {step['name']}{elapsed}"
+        line = (
+            f"{ICONS.get(step['state'], '?')} {step['seq']:>2}. {step['name']}{elapsed}"
+        )
         if step["summary"]:
             line += f" — {step['summary']}"
         self.stdout.write(line)
@@ -111,17 +160,36 @@ class Command(BaseCommand):
                 engine = agent_call(node, "engine.status", timeout=5)
             except AgentUnreachable:
                 engine = {"state": "agent unreachable"}
-            rows.append({"node": node.name, "rank": node.rank, "role": node.role, "link_mode": node.link_mode,
-                         "engine": engine.get("state"), "pid": engine.get("pid"), "health": engine.get("health")})
+            rows.append(
+                {
+                    "node": node.name,
+                    "rank": node.rank,
+                    "role": node.role,
+                    "link_mode": node.link_mode,
+                    "engine": engine.get("state"),
+                    "pid": engine.get("pid"),
+                    "health": engine.get("health"),
+                }
+            )
         last = cluster.operations.first()
-        data = {"cluster": cluster.name, "state": cluster.state, "nodes": rows,
-                "last_operation": {"id": last.pk, "kind": last.kind, "state": last.state} if last else None}
+        data = {
+            "cluster": cluster.name,
+            "state": cluster.state,
+            "nodes": rows,
+            "last_operation": {"id": last.pk, "kind": last.kind, "state": last.state}
+            if last
+            else None,
+        }
         if as_json:
             self.stdout.write(json.dumps(data, indent=2))
             return
-        self.stdout.write(f"{cluster.name}: {cluster.get_state_display()} (since {cluster.state_changed_at:%Y-%m-%d %H:%M:%S})")
+        self.stdout.write(
+            f"{cluster.name}: {cluster.get_state_display()} (since {cluster.state_changed_at:%Y-%m-%d %H:%M:%S})"
+        )
         for row in rows:
-            self.stdout.write(f"  rank {row['rank']} {row['node']:<12} {row['role']:<7} link={row['link_mode']:<5} engine={row['engine']} pid={row['pid']} health={row['health']}")
+            self.stdout.write(
+                f"  rank {row['rank']} {row['node']:<12} {row['role']:<7} link={row['link_mode']:<5} engine={row['engine']} pid={row['pid']} health={row['health']}"
+            )
         if last:
             self.stdout.write(f"Last operation: #{last.pk} {last.kind} {last.state}")
         time.sleep(0)

@@ -22,32 +22,55 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("cluster", help="cluster name, e.g. qwen35-prod")
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.add_argument(
+            "--json", action="store_true", help="machine-readable output"
+        )
         parser.add_argument("--node", help="only this node")
-        parser.add_argument("--shell", action="store_true", help="print the per-node shell script instead of the summary")
+        parser.add_argument(
+            "--shell",
+            action="store_true",
+            help="print the per-node shell script instead of the summary",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            cluster = Cluster.objects.select_related("profile").get(name=options["cluster"])
+            cluster = Cluster.objects.select_related("profile").get(
+                name=options["cluster"]
+            )
         except Cluster.DoesNotExist:
             names = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
-            raise CommandError(f"cluster {options['cluster']!r} does not exist; known clusters: {names}") from None
+            raise CommandError(
+                f"cluster {options['cluster']!r} does not exist; known clusters: {names}"
+            ) from None
         try:
             plan = cluster_plan(cluster)
         except PlanError as exc:
-            lines = [f"  {field}: {msg}" for field, msgs in exc.errors.items() for msg in msgs]
-            raise CommandError(f"the plan for {cluster.name} cannot work:\n" + "\n".join(lines)) from None
+            lines = [
+                f"  {field}: {msg}"
+                for field, msgs in exc.errors.items()
+                for msg in msgs
+            ]
+            raise CommandError(
+                f"the plan for {cluster.name} cannot work:\n" + "\n".join(lines)
+            ) from None
         nodes = plan.nodes
         if options["node"]:
             nodes = [n for n in nodes if n.name == options["node"]]
             if not nodes:
-                raise CommandError(f"node {options['node']!r} is not a member of {cluster.name}; members: {', '.join(n.name for n in plan.nodes)}")
-        units = {n.name: render_systemd_unit(n, env_file=f"{UNIT_ENV_DIR}/{n.name}.env") for n in nodes}
+                raise CommandError(
+                    f"node {options['node']!r} is not a member of {cluster.name}; members: {', '.join(n.name for n in plan.nodes)}"
+                )
+        units = {
+            n.name: render_systemd_unit(n, env_file=f"{UNIT_ENV_DIR}/{n.name}.env")
+            for n in nodes
+        }
         if options["json"]:
             data = {
                 "cluster": plan.cluster,
                 "vllm_version": plan.vllm_version,
-                "nodes": [{**n.to_dict(), "systemd_unit": units[n.name]} for n in nodes],
+                "nodes": [
+                    {**n.to_dict(), "systemd_unit": units[n.name]} for n in nodes
+                ],
                 "fit": plan.fit.to_dict(),
             }
             self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
@@ -56,9 +79,13 @@ class Command(BaseCommand):
             for n in nodes:
                 self.stdout.write(render_shell(n))
             return
-        self.stdout.write(f"Cluster {plan.cluster} · vLLM {plan.vllm_version} · start in this order, stop in reverse\n")
+        self.stdout.write(
+            f"Cluster {plan.cluster} · vLLM {plan.vllm_version} · start in this order, stop in reverse\n"
+        )
         for n in nodes:
-            self.stdout.write(self.style.MIGRATE_HEADING(f"rank {n.rank} · {n.name} · {n.role}"))
+            self.stdout.write(
+                self.style.MIGRATE_HEADING(f"rank {n.rank} · {n.name} · {n.role}")
+            )
             for key, value in n.env.items():
                 self.stdout.write(f"  {key}={value}")
             self.stdout.write("  " + " ".join(n.argv))

@@ -17,8 +17,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         created = demo_seed()
         if any(created.values()):
-            self.stdout.write(self.style.SUCCESS(
-                "Demo inventory: created {profiles} profiles, {clusters} clusters, {nodes} nodes.".format(**created)
-            ))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    "Demo inventory: created {profiles} profiles, {clusters} clusters, {nodes} nodes.".format(
+                        **created
+                    )
+                )
+            )
         else:
             self.stdout.write("Demo inventory already present; nothing changed.")

@@ -34,7 +34,9 @@ class Stream:
     token_times: list[float] = field(default_factory=list)
     scheduled_at: float | None = None
     finished: bool = False
-    shutdown: bool = False  # the engine stopped under it: the HTTP layer drops the connection
+    shutdown: bool = (
+        False  # the engine stopped under it: the HTTP layer drops the connection
+    )
     sim: SimRequest | None = None
 
     @property
