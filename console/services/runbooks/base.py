@@ -1,0 +1,178 @@
+"""Runbook ground: step rows, cancellation, agent calls (one or many at once), the plan."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from console.celery import app, node_queue
+from console.models import Cluster, Node
+from console.models.operations import (
+    Operation,
+    OperationStep,
+    StepState,
+)
+from console.services.agents import AgentUnreachable, agent_call
+from console.services.operations import (
+    operation_publish,
+)
+from console.services.plans import cluster_plan, node_spec
+from engine.diagnose import diagnose
+from engine.plans import ClusterPlan
+
+
+class StepFailed(Exception):
+    """A step could not complete; the runbook rolls back what it started."""
+
+
+class Cancelled(Exception):
+    """An operator cancelled the operation."""
+
+
+class RunbookBase:
+    """Step bookkeeping, agent calls and the launch plan shared by every runbook part.
+
+    Steps are created up front so progress has a known total.
+    """
+
+    def __init__(self, op: Operation) -> None:
+        self.op = op
+        self.cluster: Cluster = op.cluster
+        self.nodes: list[Node] = self.cluster.ranked_nodes()
+        self.steps: list[OperationStep] = []
+        self.started_nodes: list[Node] = []  # for rollback, in start order
+        self.plan: ClusterPlan | None = None
+        self.result: dict[str, Any] = {}
+
+    # -- step bookkeeping -----------------------------------------------------------
+
+    def add_step(self, name: str, node: Node | None = None) -> OperationStep:
+        step = OperationStep.objects.create(
+            operation=self.op, seq=len(self.steps) + 1, name=name, node=node
+        )
+        self.steps.append(step)
+        return step
+
+    def step_update(self, step: OperationStep, **fields: Any) -> None:
+        for key, value in fields.items():
+            setattr(step, key, value)
+        step.save()
+        operation_publish(self.op, step)
+
+    def begin(self, step: OperationStep) -> None:
+        self.check_cancel()
+        self.step_update(step, state=StepState.RUNNING, started_at=timezone.now())
+
+    def finish(
+        self,
+        step: OperationStep,
+        summary: str,
+        state: str = StepState.SUCCEEDED,
+        **fields: Any,
+    ) -> None:
+        self.step_update(
+            step,
+            state=state,
+            finished_at=timezone.now(),
+            summary=summary[:500],
+            **fields,
+        )
+
+    def fail(
+        self,
+        step: OperationStep,
+        summary: str,
+        *,
+        lines: list[str] | None = None,
+        **fields: Any,
+    ) -> StepFailed:
+        lines = lines or []
+        diagnoses = [d.to_dict() for d in diagnose(lines)] if lines else []
+        self.finish(
+            step,
+            summary,
+            state=StepState.FAILED,
+            log_tail="\n".join(lines[-80:]),
+            diagnosis=diagnoses,
+            **fields,
+        )
+        return StepFailed(f"{step.name}: {summary}")
+
+    def check_cancel(self) -> None:
+        params = (
+            Operation.objects.filter(pk=self.op.pk)
+            .values_list("params", flat=True)
+            .first()
+            or {}
+        )
+        if params.get("cancel_requested"):
+            raise Cancelled(f"cancelled by {params['cancel_requested']}")
+
+    # -- agents -------------------------------------------------------------------------
+
+    def call(
+        self, node: Node, task: str, *, timeout: float | None = None, **kwargs: Any
+    ) -> Any:
+        return agent_call(
+            node, task, timeout=timeout or settings.AGENT_TIMEOUT_S, **kwargs
+        )
+
+    def call_all(
+        self,
+        nodes: list[Node],
+        task: str,
+        *,
+        timeout: float,
+        kwargs_for: Callable[[Node], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Send one task to many agents at once; gather answers (or the exception) per node."""
+        pending = {
+            n.name: app.send_task(
+                task,
+                kwargs={"node": n.name, **kwargs_for(n)},
+                queue=n.agent_queue or node_queue(n.name),
+                expires=timeout,
+            )
+            for n in nodes
+        }
+        deadline = time.monotonic() + timeout
+        answers: dict[str, Any] = {}
+        for name, result in pending.items():
+            try:
+                answers[name] = result.get(
+                    timeout=max(0.1, deadline - time.monotonic()),
+                    disable_sync_subtasks=False,
+                )
+            except Exception as exc:  # timeout or the agent's own error: both are evidence for the operator
+                is_timeout = "TimeoutError" in type(exc).__name__
+                answers[name] = (
+                    AgentUnreachable(f"no answer within {timeout:.0f}s")
+                    if is_timeout
+                    else exc
+                )
+            finally:
+                result.forget()
+        return answers
+
+    # -- plan ---------------------------------------------------------------------------
+
+    def link_overrides(self) -> dict[str, str]:
+        return dict(self.op.params.get("link_modes") or {})
+
+    def build_plan(self) -> ClusterPlan:
+        overrides = self.link_overrides()
+        specs = [node_spec(n, link_mode=overrides.get(n.name)) for n in self.nodes]
+        return cluster_plan(self.cluster, nodes=specs)
+
+    def head(self) -> Node:
+        return self.nodes[0]
+
+    def head_url(self) -> str:
+        head = self.head()
+        return f"http://{head.management_ip}:{head.api_port}"
+
+    # -- preflight ----------------------------------------------------------------------
