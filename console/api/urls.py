@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from console.api import views
+from console.api import apikeys, remediation, telemetry, views
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet, basename="api-cluster")
@@ -21,14 +21,14 @@ urlpatterns = [
     path("audit/", views.AuditEventListView.as_view(), name="api-audit"),
     path(
         "clusters/<slug:name>/telemetry/latest/",
-        views.telemetry_latest,
+        telemetry.telemetry_latest,
         name="api-telemetry-latest",
     ),
-    path("telemetry/range/", views.telemetry_range, name="api-telemetry-range"),
+    path("telemetry/range/", telemetry.telemetry_range, name="api-telemetry-range"),
     path("tokens/me/", views.token_me, name="api-token-me"),
-    path("apikeys/", views.apikeys, name="api-apikeys"),
+    path("apikeys/", apikeys.apikeys, name="api-apikeys"),
     path(
-        "apikeys/<int:pk>/revoke/", views.apikey_revoke_view, name="api-apikey-revoke"
+        "apikeys/<int:pk>/revoke/", apikeys.apikey_revoke_view, name="api-apikey-revoke"
     ),
     path(
         "clusters/<slug:name>/operations/",
@@ -38,16 +38,18 @@ urlpatterns = [
     path("operations/<int:pk>/", views.operation_detail, name="api-operation-detail"),
     path(
         "clusters/<slug:name>/maintenance/",
-        views.cluster_maintenance_view,
+        remediation.cluster_maintenance_view,
         name="api-cluster-maintenance",
     ),
     path(
         "clusters/<slug:name>/failback/",
-        views.cluster_failback_view,
+        remediation.cluster_failback_view,
         name="api-cluster-failback",
     ),
     path(
-        "nodes/<slug:name>/readmit/", views.node_readmit_view, name="api-node-readmit"
+        "nodes/<slug:name>/readmit/",
+        remediation.node_readmit_view,
+        name="api-node-readmit",
     ),
     path("", include("monitoring.api")),  # alerts, silences, alert rules
     path("", include(router.urls)),

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics, mixins, serializers, status, viewsets
 from rest_framework.decorators import api_view, permission_classes
@@ -30,10 +27,7 @@ from console.api.serializers import (
     TokenSerializer,
 )
 from console.api.tokens import token_revoke, token_rotate
-from console.gateway.services import apikey_create, apikey_revoke
-from console.gateway.usage import usage_flush
 from console.models import (
-    ApiKey,
     AuditEvent,
     Cluster,
     EngineProfile,
@@ -45,20 +39,12 @@ from console.models import (
 from console.services import inventory_admin
 from console.services.audit import client_ip
 from console.services.inventory_admin import InventoryConflict, InventoryInvalid
-from console.services.node_actions import (
-    ActionRefused,
-    cluster_failback,
-    cluster_maintenance_set,
-    hccs_evidence,
-    node_readmit,
-)
 from console.services.operations import (
     OperationConflict,
     OperationRefused,
     operation_cancel,
     operation_start,
 )
-from monitoring.selectors import RAW_MAX_S, dashboard_nodes, engine_series, node_series
 
 
 @extend_schema(
@@ -364,284 +350,3 @@ def token_me(request: Request) -> Response:
     if token_revoke(user=request.user, actor=request.user, request=request._request):
         return Response(status=status.HTTP_204_NO_CONTENT)
     return Response({"detail": "You have no token."}, status=status.HTTP_404_NOT_FOUND)
-
-
-def _node_latest_row(row: dict[str, Any]) -> dict[str, Any]:
-    node = row["node"]
-    return {
-        "node": node.name,
-        "rank": node.rank,
-        "state": node.state,
-        "ts": row["ts"],
-        "stale": row["stale"],
-        "hccs_loss_pct": row["hccs_loss_pct"],
-        "errors_15m": row["errors_15m"],
-        "engine": row["engine"],
-        "chips": row["chips"],
-    }
-
-
-@extend_schema(responses={200: OpenApiTypes.OBJECT})
-@api_view(["GET"])
-@permission_classes([IsViewer])
-def telemetry_latest(request: Request, name: str) -> Response:
-    """Latest sample per member node (chips, engine, HCCS loss, staleness)."""
-    cluster = get_object_or_404(Cluster, name=name)
-    rows = [_node_latest_row(r) for r in dashboard_nodes(cluster)]
-    return Response({"cluster": cluster.name, "state": cluster.state, "nodes": rows})
-
-
-class TelemetryRangeQuery(serializers.Serializer):
-    node = serializers.SlugRelatedField(slug_field="name", queryset=Node.objects.all())
-    series = serializers.ChoiceField(choices=["node", "engine"], default="node")
-    start = serializers.DateTimeField()
-    end = serializers.DateTimeField(required=False)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        end = attrs.get("end") or timezone.now()
-        if attrs["start"] >= end:
-            raise serializers.ValidationError({"start": ["start must be before end."]})
-        if attrs["series"] == "engine" and attrs["node"].cluster_id is None:
-            raise serializers.ValidationError(
-                {"node": ["This node is in no cluster: it has no engine series."]}
-            )
-        attrs["end"] = end
-        return attrs
-
-
-def _clip(data: dict[str, Any], end: float) -> dict[str, Any]:
-    """Drop points after ``end`` from a {t: [...], col: [...] | [[...], ...]} series."""
-    keep = sum(1 for t in data["t"] if t <= end)
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "chips" or not isinstance(value, list):
-            out[key] = value
-        elif value and isinstance(value[0], list):
-            out[key] = [col[:keep] for col in value]
-        else:
-            out[key] = value[:keep]
-    return out
-
-
-@extend_schema(parameters=[TelemetryRangeQuery], responses={200: OpenApiTypes.OBJECT})
-@api_view(["GET"])
-@permission_classes([IsViewer])
-def telemetry_range(request: Request) -> Response:
-    """One node's chip/HCCS series or its cluster's engine series, downsampled."""
-    query = TelemetryRangeQuery(data=request.query_params)
-    query.is_valid(raise_exception=True)
-    node: Node = query.validated_data["node"]
-    start, end = query.validated_data["start"], query.validated_data["end"]
-    use_rollups = (timezone.now() - start).total_seconds() > RAW_MAX_S
-    if query.validated_data["series"] == "engine":
-        data = engine_series(node.cluster, start, use_rollups=use_rollups)
-    else:
-        data = node_series(node, start, use_rollups=use_rollups)
-    return Response(
-        {
-            "node": node.name,
-            "series": query.validated_data["series"],
-            "source": "rollup" if use_rollups else "raw",
-            **_clip(data, end.timestamp()),
-        }
-    )
-
-
-class NodeReadmitResultSerializer(serializers.Serializer[Any]):
-    node = serializers.CharField()
-    state = serializers.CharField()
-    checks = serializers.ListField(child=serializers.DictField())
-
-
-@extend_schema(request=None, responses={200: NodeReadmitResultSerializer, 409: None})
-@api_view(["POST"])
-@permission_classes([IsOperator])
-def node_readmit_view(request: Request, name: str) -> Response:
-    """Re-admit an out-of-service node as a spare; its preflight runs first (409 with the checks if it fails)."""
-    node = get_object_or_404(Node, name=name)
-    try:
-        result = node_readmit(node=node, user=request.user, request=request._request)
-    except ActionRefused as exc:
-        return Response(
-            {"detail": str(exc), "checks": exc.checks}, status=status.HTTP_409_CONFLICT
-        )
-    return Response(result)
-
-
-class MaintenanceSerializer(serializers.Serializer[Any]):
-    maintenance_mode = serializers.BooleanField()
-    reason = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=300
-    )
-
-
-@extend_schema(request=MaintenanceSerializer, responses={200: ClusterSerializer})
-@api_view(["POST"])
-@permission_classes([IsOperator])
-def cluster_maintenance_view(request: Request, name: str) -> Response:
-    """Switch maintenance mode on or off (on pauses every automatic remediation of the cluster)."""
-    cluster = get_object_or_404(Cluster, name=name)
-    ser = MaintenanceSerializer(data=request.data)
-    ser.is_valid(raise_exception=True)
-    cluster = cluster_maintenance_set(
-        cluster=cluster,
-        on=ser.validated_data["maintenance_mode"],
-        user=request.user,
-        reason=ser.validated_data["reason"],
-        request=request._request,
-    )
-    return Response(ClusterSerializer(cluster).data)
-
-
-class FailbackSerializer(serializers.Serializer[Any]):
-    reason = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=500
-    )
-
-
-class HccsEvidenceSerializer(serializers.Serializer[Any]):
-    node = serializers.CharField()
-    link_mode = serializers.CharField()
-    since = serializers.DateTimeField(allow_null=True)
-    reason = serializers.CharField()
-    hccs_loss_pct = serializers.FloatField(allow_null=True)
-    sampled_at = serializers.DateTimeField(allow_null=True)
-    unhealthy_links = serializers.ListField(child=serializers.CharField())
-
-
-class FailbackEvidenceSerializer(serializers.Serializer[Any]):
-    nodes = HccsEvidenceSerializer(many=True)
-
-
-@extend_schema(
-    request=FailbackSerializer,
-    responses={201: OperationSerializer, 200: FailbackEvidenceSerializer, 409: None},
-)
-@api_view(["GET", "POST"])
-@permission_classes([IsViewer])
-def cluster_failback_view(request: Request, name: str) -> Response:
-    """GET: the HCCS evidence of every node on RoCE. POST (operator): fail them back to HCCS (a failover operation)."""
-    cluster = get_object_or_404(Cluster, name=name)
-    if request.method == "GET":
-        nodes = cluster.nodes.filter(link_mode="roce").order_by("rank")
-        return Response({"nodes": [hccs_evidence(n) for n in nodes]})
-    if not IsOperator().has_permission(request, None):
-        return Response(
-            {"detail": IsOperator.message}, status=status.HTTP_403_FORBIDDEN
-        )
-    ser = FailbackSerializer(data=request.data)
-    ser.is_valid(raise_exception=True)
-    try:
-        op = cluster_failback(
-            cluster=cluster,
-            user=request.user,
-            reason=ser.validated_data["reason"],
-            request=request._request,
-            source="api",
-        )
-    except ActionRefused as exc:
-        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-    except OperationConflict as exc:
-        return Response(
-            {"detail": str(exc), "running_operation": exc.running.pk},
-            status=status.HTTP_409_CONFLICT,
-        )
-    return Response(OperationSerializer(op).data, status=status.HTTP_201_CREATED)
-
-
-# -- gateway API keys (admin) ---------------------------------------------------------
-
-
-class ApiKeyUsageSerializer(serializers.Serializer[Any]):
-    model = serializers.CharField()
-    requests = serializers.IntegerField()
-    prompt_tokens = serializers.IntegerField()
-    completion_tokens = serializers.IntegerField()
-
-
-class ApiKeySerializer(serializers.Serializer[Any]):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    prefix = serializers.CharField()
-    rpm = serializers.IntegerField()
-    tpm = serializers.IntegerField()
-    created_by = serializers.CharField(allow_null=True)
-    created_at = serializers.DateTimeField()
-    revoked_at = serializers.DateTimeField(allow_null=True)
-    last_used_at = serializers.DateTimeField(allow_null=True)
-    usage = ApiKeyUsageSerializer(many=True)
-
-
-class ApiKeyCreateSerializer(serializers.Serializer[Any]):
-    name = serializers.CharField(max_length=63)
-    rpm = serializers.IntegerField(min_value=1, default=60)
-    tpm = serializers.IntegerField(min_value=1, default=100_000)
-
-
-class ApiKeyCreatedSerializer(ApiKeySerializer):
-    secret = serializers.CharField(help_text="Shown once; only its sha256 is kept.")
-
-
-def _apikey_dict(key: ApiKey) -> dict[str, Any]:
-    return {
-        "id": key.pk,
-        "name": key.name,
-        "prefix": key.prefix,
-        "rpm": key.rpm,
-        "tpm": key.tpm,
-        "created_by": key.created_by.username if key.created_by else None,
-        "created_at": key.created_at,
-        "revoked_at": key.revoked_at,
-        "last_used_at": key.last_used_at,
-        "usage": [
-            {
-                "model": u.model,
-                "requests": u.requests,
-                "prompt_tokens": u.prompt_tokens,
-                "completion_tokens": u.completion_tokens,
-            }
-            for u in key.usage.all()
-        ],
-    }
-
-
-@extend_schema(
-    request=ApiKeyCreateSerializer,
-    responses={200: ApiKeySerializer(many=True), 201: ApiKeyCreatedSerializer},
-)
-@api_view(["GET", "POST"])
-@permission_classes([IsAdmin])
-def apikeys(request: Request) -> Response:
-    """GET: every gateway key with its usage per model. POST {name, rpm, tpm}: create one (the secret is in this answer only)."""
-    if request.method == "GET":
-        usage_flush()  # this process's pending counters, so the answer is current
-        keys = (
-            ApiKey.objects.select_related("created_by")
-            .prefetch_related("usage")
-            .order_by("name")
-        )
-        return Response(
-            ApiKeySerializer([_apikey_dict(k) for k in keys], many=True).data
-        )
-    ser = ApiKeyCreateSerializer(data=request.data)
-    ser.is_valid(raise_exception=True)
-    try:
-        key, secret = apikey_create(
-            user=request.user, request=request._request, **ser.validated_data
-        )
-    except DjangoValidationError as exc:
-        raise ValidationError(exc.message_dict) from exc
-    return Response(
-        ApiKeyCreatedSerializer({**_apikey_dict(key), "secret": secret}).data,
-        status=status.HTTP_201_CREATED,
-    )
-
-
-@extend_schema(request=None, responses={200: ApiKeySerializer})
-@api_view(["POST"])
-@permission_classes([IsAdmin])
-def apikey_revoke_view(request: Request, pk: int) -> Response:
-    """Revoke a key: requests with it get 401 from now on (idempotent, audited)."""
-    key = get_object_or_404(ApiKey.objects.select_related("created_by"), pk=pk)
-    key = apikey_revoke(key=key, user=request.user, request=request._request)
-    return Response(ApiKeySerializer(_apikey_dict(key)).data)

@@ -290,9 +290,8 @@ def operation_reap_interrupted(now: Any = None) -> list[int]:
                 cluster_set_state(op.cluster, ClusterState.FAILED)
             reaped.append(op.pk)
     if reaped:
-        from monitoring.remediation import (
-            operation_finished,
-        )  # the incident that started it, if any
+        # the incident that started it, if any
+        from monitoring.remediation import operation_finished
 
         for pk in reaped:
             operation_finished(pk)
