@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from console.gateway.routing import SERVING
 from console.models import Cluster, Node, Operation, OperationKind, OperationState
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
@@ -53,8 +54,36 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
                 hccs_evidence(n)
                 for n in cluster.nodes.filter(link_mode="roce").order_by("rank")
             ],
+            "pool": serving_pool(cluster),
         },
     )
+
+
+def serving_pool(cluster: Cluster) -> dict[str, object] | None:
+    """The clusters serving this cluster's model name, for the pool card (None when alone).
+
+    The gateway balances a model's requests over the members that are serving; scale-out
+    starts a stopped one, scale-in (manual, never automatic) stops one of them.
+    """
+    model = cluster.profile.served_model_name
+    members = list(
+        Cluster.objects.filter(profile__served_model_name=model).order_by("name")
+    )
+    if len(members) < 2:
+        return None
+    serving = [c for c in members if c.state in SERVING]
+    return {
+        "model": model,
+        "members": [
+            {
+                "cluster": c,
+                "serving": c.state in SERVING,
+                "keeps": ", ".join(o.name for o in serving if o.pk != c.pk),
+            }
+            for c in members
+        ],
+        "can_scale_in": len(serving) > 1,
+    }
 
 
 @require_POST
