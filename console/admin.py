@@ -23,7 +23,7 @@ class AuditedAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Model, form: Any, change: bool
     ) -> None:
         before = (
-            snapshot(type(obj).objects.filter(pk=obj.pk).first())
+            snapshot(type(obj)._default_manager.filter(pk=obj.pk).first())
             if change and obj.pk
             else None
         )

@@ -53,7 +53,7 @@ def user_role(user: AbstractBaseUser | AnonymousUser) -> str | None:
         return cached
     names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
     role = next((r for r in reversed(ROLES) if r in names), None)
-    user._console_role = role  # type: ignore[union-attr]
+    setattr(user, "_console_role", role)  # noqa: B010 -- a per-request cache on the user object
     return role
 
 

@@ -312,7 +312,7 @@ def _saved_argv() -> list[str]:
         return []
 
 
-@worker_shutdown.connect
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
 def _stop_sim_engine_on_exit(**_: Any) -> None:
     """A sim node's engine lives and dies with its agent (make run's Ctrl-C leaves no orphan).
 

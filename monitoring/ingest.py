@@ -108,11 +108,9 @@ def _num(value: Any) -> float | None:
 
 def _links_idle(prev_links: list[list[int]] | None, links: list[list[int]]) -> bool:
     """True when a usable previous sample shows no HCCS packet sent on any link since."""
-    return (
-        bool(prev_links)
-        and len(prev_links) == len(links)
-        and all(p[0] == c[0] for p, c in zip(prev_links or [], links, strict=True))
-    )
+    if not prev_links or len(prev_links) != len(links):
+        return False
+    return all(p[0] == c[0] for p, c in zip(prev_links, links, strict=True))
 
 
 def _link_loss(
@@ -218,7 +216,7 @@ def _state_payload(
     # No translated label: the event is built once for every viewer; pages translate the state code.
     return {
         "state": state,
-        "color": NODE_STATE_COLORS.get(state, "grey"),  # type: ignore[call-overload]
+        "color": NODE_STATE_COLORS.get(state, "grey"),
         "last_seen": last_seen.timestamp() if last_seen else None,
     }
 

@@ -133,7 +133,7 @@ class AlertState(models.TextChoices):
     RESOLVED = "resolved", _("Resolved")
 
 
-ALERT_STATE_COLORS = {
+ALERT_STATE_COLORS: dict[str, str] = {
     AlertState.PENDING: "orange",
     AlertState.FIRING: "red",
     AlertState.ACKNOWLEDGED: "purple",
@@ -356,7 +356,7 @@ INCIDENT_OPEN_STATES = (
     IncidentState.SCHEDULED,
     IncidentState.RUNNING,
 )
-INCIDENT_STATE_COLORS = {
+INCIDENT_STATE_COLORS: dict[str, str] = {
     IncidentState.AWAITING_APPROVAL: "orange",
     IncidentState.SCHEDULED: "blue",
     IncidentState.RUNNING: "blue",

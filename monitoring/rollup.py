@@ -65,7 +65,7 @@ def _next_minute_with_data(cursor: datetime | None) -> datetime | None:
 def _rows(
     qs: QuerySet[ChipSample] | QuerySet[NodeSample] | QuerySet[EngineSample],
     start: datetime,
-) -> QuerySet:  # type: ignore[type-arg]
+) -> QuerySet:
     return qs.filter(ts__gte=start, ts__lt=start + timedelta(minutes=1))
 
 

@@ -122,7 +122,7 @@ def collect_all(
     return results, scrapes
 
 
-@app.task(name="monitoring.collect_round", ignore_result=True)  # type: ignore[untyped-decorator]
+@app.task(name="monitoring.collect_round", ignore_result=True)
 def collect_round_task() -> dict[str, Any]:
     """One poll round: collect from every node, ingest in one transaction, publish per cluster."""
     store = _redis()
@@ -151,7 +151,7 @@ def collect_round_task() -> dict[str, Any]:
     }
 
 
-@app.task(name="monitoring.rollup_and_prune", ignore_result=True)  # type: ignore[untyped-decorator]
+@app.task(name="monitoring.rollup_and_prune", ignore_result=True)
 def rollup_and_prune_task() -> dict[str, int]:
     """1-minute rollups of finished minutes, then drop raw rows past RAW_RETENTION_H and rollups past ROLLUP_RETENTION_D."""
     return rollup_and_prune()

@@ -88,7 +88,7 @@ def telemetry_range(request: Request) -> Response:
     node: Node = query.validated_data["node"]
     start, end = query.validated_data["start"], query.validated_data["end"]
     use_rollups = (timezone.now() - start).total_seconds() > RAW_MAX_S
-    if query.validated_data["series"] == "engine":
+    if query.validated_data["series"] == "engine" and node.cluster is not None:
         data = engine_series(node.cluster, start, use_rollups=use_rollups)
     else:
         data = node_series(node, start, use_rollups=use_rollups)

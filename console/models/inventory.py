@@ -47,7 +47,7 @@ class ClusterState(models.TextChoices):
     FAILED = "failed", _("Failed")
 
 
-CLUSTER_STATE_COLORS = {
+CLUSTER_STATE_COLORS: dict[str, str] = {
     ClusterState.STOPPED: "grey",
     ClusterState.STARTING: "blue",
     ClusterState.RUNNING: "green",
@@ -73,7 +73,7 @@ class NodeState(models.TextChoices):
     OUT_OF_SERVICE = "out_of_service", _("Out of service")
 
 
-NODE_STATE_COLORS = {
+NODE_STATE_COLORS: dict[str, str] = {
     NodeState.UNKNOWN: "grey",
     NodeState.READY: "blue",
     NodeState.RUNNING: "green",

@@ -31,7 +31,7 @@ class OperationState(models.TextChoices):
 
 
 ACTIVE_STATES = (OperationState.QUEUED, OperationState.RUNNING)
-OPERATION_STATE_COLORS = {
+OPERATION_STATE_COLORS: dict[str, str] = {
     OperationState.QUEUED: "grey",
     OperationState.RUNNING: "blue",
     OperationState.SUCCEEDED: "green",
@@ -51,7 +51,7 @@ class StepState(models.TextChoices):
     ROLLED_BACK = "rolled_back", _("Rolled back")
 
 
-STEP_STATE_COLORS = {
+STEP_STATE_COLORS: dict[str, str] = {
     StepState.PENDING: "grey",
     StepState.RUNNING: "blue",
     StepState.SUCCEEDED: "green",
@@ -196,7 +196,7 @@ class OperationStep(models.Model):
             "id": self.pk,
             "seq": self.seq,
             "name": self.name,
-            "node": self.node.name if self.node_id else None,
+            "node": self.node.name if self.node is not None else None,
             "state": self.state,
             "state_label": str(self.get_state_display()),
             "color": self.state_color,

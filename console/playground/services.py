@@ -35,7 +35,7 @@ class Target:
 
 def state_notice(state: str) -> str | None:
     """The banner for a cluster that may not take prompts; None when it is Running."""
-    notices = {
+    notices: dict[str, str | None] = {
         ClusterState.RUNNING: None,
         ClusterState.DEGRADED: _(
             "The cluster is degraded; sending is disabled until it is Running again."

@@ -8,7 +8,9 @@ def redis_ping(timeout: float = 1.0) -> tuple[bool, str]:
     """PING the Redis that carries Celery and Channels; returns (ok, error message)."""
     try:
         client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_connect_timeout=timeout, socket_timeout=timeout
+            settings.REDIS_URL or "",
+            socket_connect_timeout=timeout,
+            socket_timeout=timeout,
         )
         try:
             client.ping()

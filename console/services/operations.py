@@ -6,6 +6,7 @@ console.services.runbooks; this module owns the Operation rows' state machine.
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -338,4 +339,6 @@ def operation_publish(op: Operation, step: OperationStep | None = None) -> None:
     if step is not None:
         payload["step"] = step.to_dict()
     for group in (operation_group(op.pk), cluster_group(op.cluster_id)):
-        transaction.on_commit(lambda g=group: publish(g, "operation.progress", payload))
+        transaction.on_commit(
+            functools.partial(publish, group, "operation.progress", payload)
+        )

@@ -11,7 +11,7 @@ from monitoring.alerts.catalog import METRICS
 from monitoring.models_alerts import AlertRule
 
 
-class AlertRuleForm(forms.ModelForm):  # type: ignore[type-arg]
+class AlertRuleForm(forms.ModelForm):
     metric = forms.ChoiceField(label=_("metric"), choices=[])
     threshold = forms.FloatField(
         label=_("threshold"), error_messages={"invalid": _("Enter a number, e.g. 85.")}

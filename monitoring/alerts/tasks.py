@@ -12,7 +12,7 @@ from monitoring.alerts.notify import TransportError, notification_deliver
 from monitoring.alerts.services import alerts_evaluate
 
 
-@app.task(name="monitoring.alerts_evaluate", ignore_result=True)  # type: ignore[untyped-decorator]
+@app.task(name="monitoring.alerts_evaluate", ignore_result=True)
 def alerts_evaluate_task(round_ts: float | None = None) -> dict[str, list[int]]:
     """Evaluate every enabled rule against the round that started at ``round_ts`` (epoch seconds)."""
     from monitoring.tasks import _redis
@@ -23,7 +23,7 @@ def alerts_evaluate_task(round_ts: float | None = None) -> dict[str, list[int]]:
         return alerts_evaluate(now=now).to_dict()
 
 
-@app.task(name="monitoring.notification_send", bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+@app.task(name="monitoring.notification_send", bind=True, ignore_result=True)
 def notification_send_task(self: Any, notification_id: int) -> str:
     """Deliver one notification; retried with exponential backoff up to ALERT_NOTIFY_MAX_RETRIES, then failed."""
     final = self.request.retries >= settings.ALERT_NOTIFY_MAX_RETRIES
@@ -36,7 +36,7 @@ def notification_send_task(self: Any, notification_id: int) -> str:
         ) from exc
 
 
-@app.task(name="monitoring.remediation_retry", ignore_result=True)  # type: ignore[untyped-decorator]
+@app.task(name="monitoring.remediation_retry", ignore_result=True)
 def remediation_retry_task(incident_id: int) -> None:
     """After the backoff: try the incident's remedy again (monitoring.remediation)."""
     from monitoring.remediation import remediation_retry

@@ -100,12 +100,13 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
 
 def _describe(incident: Incident) -> str:
     node = incident.node.name if incident.node else incident.alert.target
-    return {
+    described: dict[str, str] = {
         RemediationAction.FAILOVER: f"fail {node}'s intra-server link over to RoCE (rank-ordered restart)",
         RemediationAction.REPLACE: f"replace {node} with an idle spare (rank-ordered restart)",
         RemediationAction.RESTART: f"restart {incident.cluster.name if incident.cluster else ''} in rank order",
         RemediationAction.SCALE_OUT: "start the standby cluster and add it to the gateway pool",
-    }.get(incident.action, incident.action)
+    }
+    return described.get(incident.action, incident.action)
 
 
 def _guardrail(incident: Incident, *, now: datetime) -> str:
