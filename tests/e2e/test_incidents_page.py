@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 from datetime import timedelta
 
@@ -107,3 +108,44 @@ def test_the_histogram_draws_and_an_operator_approves_from_the_incident_page() -
             "Restart" in page.locator("h1").inner_text()
             or "restart" in page.content().lower()
         )
+
+
+def test_an_incident_page_follows_its_incident_live() -> None:
+    """Another operator rejects the incident: the open page shows it without a reload."""
+    from django.db import connection
+    from playwright.sync_api import sync_playwright
+
+    incident = seed()
+    make_user("ivy", "operator")
+    other = make_user("jon", "operator")
+    with ExitStack() as stack:
+        base = stack.enter_context(uvicorn_server())
+        pw = stack.enter_context(sync_playwright())
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+        )
+        stack.callback(browser.close)
+        page = browser.new_page(locale="en-US")
+        browser_login(page, base, "ivy")
+        url = f"{base}/alerts/incidents/{incident.pk}/"
+        page.goto(url)
+        page.wait_for_selector("#incident-decide")
+        page.wait_for_selector("body[data-alerts-socket=live]", timeout=30_000)
+        assert page.locator("#incident-live[data-refreshed]").count() == 0
+
+        def reject() -> None:  # database work off Playwright's event-loop thread
+            try:
+                remediation.incident_reject(incident=incident, user=other)
+            finally:
+                connection.close()
+
+        worker = threading.Thread(target=reject)
+        worker.start()
+        worker.join(timeout=60)
+        page.wait_for_selector("#incident-live[data-refreshed]", timeout=20_000)
+        assert page.locator("#incident-state").inner_text() == "Rejected"
+        assert page.locator("#incident-decide").count() == 0  # nothing left to decide
+        assert "rejected by jon" in page.locator("#incident-timeline").inner_text()
+        assert page.url == url  # updated in place, not reloaded
+    incident.refresh_from_db()
+    assert incident.state == "rejected"

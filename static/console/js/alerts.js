@@ -88,7 +88,10 @@
     if (msg.type !== "alert.update") { return; }
     setBanner(msg.firing_critical);
     updateRow(msg.alert);
+    // Pages that follow an alert (an incident's page) listen for this instead of opening a socket of their own.
+    document.dispatchEvent(new CustomEvent("console:alert-update", { detail: msg.alert }));
   }, function (state) {
+    document.body.setAttribute("data-alerts-socket", state);
     var conn = document.getElementById("conn-state");
     if (!conn || !active) { return; }
     conn.textContent = CONN[state] || state;

@@ -1,9 +1,10 @@
 // Incidents page: histogram of detection time and time to recovery (uPlot bars), from the page's JSON.
-(function () {
+window.consoleIncidentHistogram = function () {
   "use strict";
   var holder = document.getElementById("incident-histogram");
   var node = document.getElementById("incident-stats-data");
   if (!holder || !node || !window.uPlot) { return; }
+  holder.textContent = "";  // redrawn after a live refresh
   var stats = JSON.parse(node.textContent);
   var bounds = stats.buckets_s;
   // One x slot per bucket: "≤5 s", "≤10 s", …, "> last".
@@ -30,4 +31,47 @@
     ]
   };
   new uPlot(opts, data, holder);
+};
+window.consoleIncidentHistogram();
+
+// Live: the banner's socket re-dispatches every alert.update as "console:alert-update"
+// (alerts.js). Remediation writes each decision on its alert, so the incident page
+// refetches itself when its alert changes, and the list when any alert does: pushed,
+// never polled, and debounced so a burst of updates costs one request.
+(function () {
+  "use strict";
+  var live = document.querySelector("[data-incident-live]");
+  if (!live || !window.fetch || !window.DOMParser) { return; }
+  var alertId = live.getAttribute("data-alert-id");  // empty on the list: any alert
+  var wait = alertId ? 300 : 1000;
+  var timer = null, busy = false, again = false;
+
+  function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        document.querySelectorAll("[data-live-part]").forEach(function (el) {
+          var fresh = doc.getElementById(el.id);
+          if (fresh) { el.innerHTML = fresh.innerHTML; }
+        });
+        var stats = doc.getElementById("incident-stats-data");
+        var mine = document.getElementById("incident-stats-data");
+        if (stats && mine && mine.textContent !== stats.textContent) {
+          mine.textContent = stats.textContent;
+          window.consoleIncidentHistogram();
+        }
+        live.setAttribute("data-refreshed", String(Number(live.getAttribute("data-refreshed") || "0") + 1));
+      })
+      .catch(function () { /* the next update tries again */ })
+      .then(function () { busy = false; if (again) { again = false; schedule(); } });
+  }
+
+  function schedule() { clearTimeout(timer); timer = setTimeout(refresh, wait); }
+
+  document.addEventListener("console:alert-update", function (ev) {
+    if (!alertId || String(ev.detail.id) === alertId) { schedule(); }
+  });
 }());
