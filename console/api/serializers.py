@@ -140,9 +140,9 @@ class OperationCreateSerializer(serializers.Serializer):
                     ]
                 }
             )
-        if links and attrs["kind"] != "failover":
+        if links and attrs["kind"] not in ("failover", "restart"):
             raise serializers.ValidationError(
-                {"link_modes": ["Only failover takes link_modes."]}
+                {"link_modes": ["Only restart and failover take link_modes."]}
             )
         cluster = self.context.get("cluster")
         if links and cluster is not None:

@@ -43,6 +43,7 @@ from console.services.operations import (
     OperationConflict,
     OperationRefused,
     operation_cancel,
+    operation_reap_interrupted,
     operation_start,
 )
 
@@ -108,6 +109,7 @@ def cluster_operations(request: Request, name: str) -> Response:
 @permission_classes([IsViewer])
 def operation_detail(request: Request, pk: int) -> Response:
     """One operation with its steps."""
+    operation_reap_interrupted()  # also when the control worker (and its beat reaper) is down
     op = get_object_or_404(
         Operation.objects.select_related("cluster").prefetch_related("steps__node"),
         pk=pk,

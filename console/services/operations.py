@@ -96,6 +96,16 @@ def operation_start(
     if force and kind not in (OperationKind.START, OperationKind.RESTART):
         raise OperationRefused("force", _("force applies to start and restart only."))
     operation_reap_interrupted()
+    if kind == OperationKind.START:
+        cluster.refresh_from_db(fields=["state"])
+        if cluster.state in (ClusterState.RUNNING, ClusterState.DEGRADED):
+            # Its "Clear leftover engines" step would kill the serving engines undrained.
+            raise OperationRefused(
+                "kind",
+                _(
+                    "{cluster} is already {state}; a start would stop its engines without draining them. Use restart (drains first) or stop."
+                ).format(cluster=cluster.name, state=cluster.get_state_display()),
+            )
     actor_name = getattr(user, "username", "") or actor or "system"
     try:
         with transaction.atomic():

@@ -25,6 +25,7 @@ from console.services.operations import (
     OperationConflict,
     OperationRefused,
     operation_cancel,
+    operation_reap_interrupted,
     operation_start,
 )
 
@@ -39,6 +40,7 @@ MANUAL_KINDS = (
 
 @role_required("viewer")
 def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
+    operation_reap_interrupted()  # beat's reaper runs on the control worker, which may be the dead one
     cluster = get_object_or_404(Cluster.objects.select_related("profile"), name=name)
     active = cluster.operations.filter(finished_at__isnull=True).first()
     return render(
@@ -119,6 +121,7 @@ def operation_create(request: HttpRequest, name: str) -> HttpResponse:
 
 @role_required("viewer")
 def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    operation_reap_interrupted()
     op = get_object_or_404(
         Operation.objects.select_related("cluster", "cluster__profile"), pk=pk
     )

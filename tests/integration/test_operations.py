@@ -15,7 +15,11 @@ from rest_framework.test import APIClient
 
 from console.models import AuditEvent, Cluster, ClusterState, Operation, OperationState
 from console.services.agents import agent_call
-from console.services.operations import operation_reap_interrupted, operation_start
+from console.services.operations import (
+    OperationRefused,
+    operation_reap_interrupted,
+    operation_start,
+)
 from engine.sim.state import load_config, node_dir, save_config
 from tests.agents import agents, control_worker, sim_engines
 from tests.factories import make_cluster, make_profile, make_user
@@ -138,6 +142,34 @@ def test_it_rolls_back_when_a_rank_fails_to_start(
     )
     for node in nodes[:2]:
         assert agent_call(node, "engine.status")["state"] != "running"
+    cluster.refresh_from_db()
+    assert cluster.state == ClusterState.STOPPED
+    assert sim_engines(state_dir) == []
+
+
+def test_a_stop_that_cannot_confirm_a_rank_down_leaves_the_cluster_failed(
+    sim_cluster: tuple[Cluster, Path],
+) -> None:
+    cluster, state_dir = sim_cluster
+    operator = make_user("omar", "operator")
+    n0, n1, n2, n3 = cluster.ranked_nodes()
+    with control_worker({**CONTROL_ENV, "ENGINE_STOP_TIMEOUT_S": "4"}):
+        op = wait_op(operation_start(cluster=cluster, kind="start", user=operator))
+        assert op.state == OperationState.SUCCEEDED, op.error
+        with pytest.raises(OperationRefused) as refused:  # it would kill them undrained
+            operation_start(cluster=cluster, kind="start", user=operator)
+        assert refused.value.field == "kind"
+        agent_call(n1, "sim.inject", fault="agent-stop")  # rank 1's agent goes silent
+        stop = wait_op(operation_start(cluster=cluster, kind="stop", user=operator))
+        assert stop.state == OperationState.FAILED and n1.name in stop.error
+        steps = steps_by_name(stop)
+        assert steps[f"Stop rank 1 on {n1.name}"].state == "failed"
+        assert steps[f"Stop rank 0 on {n0.name}"].state == "succeeded"  # kept going
+        cluster.refresh_from_db()
+        assert cluster.state == ClusterState.FAILED  # not "Stopped": rank 1 may run on
+        agent_call(n1, "sim.clear")
+        again = wait_op(operation_start(cluster=cluster, kind="stop", user=operator))
+        assert again.state == OperationState.SUCCEEDED, again.error
     cluster.refresh_from_db()
     assert cluster.state == ClusterState.STOPPED
     assert sim_engines(state_dir) == []

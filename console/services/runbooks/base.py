@@ -45,6 +45,7 @@ class RunbookBase:
         self.nodes: list[Node] = self.cluster.ranked_nodes()
         self.steps: list[OperationStep] = []
         self.started_nodes: list[Node] = []  # for rollback, in start order
+        self.unconfirmed_down: list[str] = []  # nodes a stop could not confirm down
         self.plan: ClusterPlan | None = None
         self.result: dict[str, Any] = {}
 

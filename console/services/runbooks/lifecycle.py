@@ -85,6 +85,9 @@ class LifecycleRunbook(PreflightRunbook):
         for node in self.nodes:  # rank order: the head binds first; headless ranks give up after 5 min without it
             step = steps[f"start:{node.name}"]
             self.begin(step)
+            # Before the call: an answer lost to a timeout may hide an engine that came up,
+            # and rollback must stop it too (stopping an engine that is not there is a no-op).
+            self.started_nodes.append(node)
             answer = self.call(
                 node,
                 "engine.start",
@@ -96,7 +99,6 @@ class LifecycleRunbook(PreflightRunbook):
                 raise self.fail(
                     step, lines[0] if lines else "engine did not start", lines=lines
                 )
-            self.started_nodes.append(node)
             self.finish(
                 step,
                 f"pid {answer['pid']}",
@@ -338,6 +340,7 @@ class LifecycleRunbook(PreflightRunbook):
                 data={"stopped_at": status.get("stopped_at")},
             )
         if failures:
+            self.unconfirmed_down.extend(failures)
             cluster_set_state(self.cluster, ClusterState.FAILED)
             raise StepFailed(f"could not confirm {', '.join(failures)} stopped")
         cluster_set_state(self.cluster, ClusterState.STOPPED)
@@ -351,11 +354,16 @@ class LifecycleRunbook(PreflightRunbook):
         stopped, failed = [], []
         for node in reversed(self.started_nodes):
             try:
-                self.call(node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S)
+                status = self.call(
+                    node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S
+                )
+                if status.get("state") == "running":
+                    raise StepFailed(f"still running (pid {status.get('pid')})")
                 Node.objects.filter(pk=node.pk).update(state=NodeState.READY)
                 stopped.append(node.name)
             except Exception as exc:  # keep going: leave as little running as possible
                 failed.append(f"{node.name}: {exc}")
+                self.unconfirmed_down.append(node.name)
         for s in self.steps:
             if s.name.startswith("Start rank") and s.state == StepState.SUCCEEDED:
                 self.step_update(s, state=StepState.ROLLED_BACK)
@@ -386,6 +394,12 @@ class LifecycleRunbook(PreflightRunbook):
                 )
 
     def leave_stopped(self) -> None:
-        if self.op.kind != OperationKind.PREFLIGHT:
-            self.cluster.refresh_from_db()
-            cluster_set_state(self.cluster, ClusterState.STOPPED)
+        """After a failure: Stopped, unless a rank could not be confirmed down (then Failed:
+        something may still hold the NPUs, and the page must not say otherwise)."""
+        if self.op.kind == OperationKind.PREFLIGHT:
+            return
+        self.cluster.refresh_from_db()
+        cluster_set_state(
+            self.cluster,
+            ClusterState.FAILED if self.unconfirmed_down else ClusterState.STOPPED,
+        )
