@@ -81,6 +81,19 @@ class ScrapeResult:
     scraped_at: float
     text: str | None = None
     error: str | None = None
+    health: int | None = (
+        None  # HTTP status of the same server's /health; None = no answer
+    )
+
+
+def health_url(metrics_url: str) -> str:
+    """The /health of the API server whose /metrics is ``metrics_url``."""
+    base = (
+        metrics_url[: -len("/metrics")]
+        if metrics_url.endswith("/metrics")
+        else metrics_url
+    )
+    return f"{base}/health"
 
 
 @dataclass
@@ -425,7 +438,7 @@ def ingest_round(
             scrape_states,
             update_conflicts=True,
             unique_fields=["cluster"],
-            update_fields=["url", "scraped_at", "engines"],
+            update_fields=["url", "scraped_at", "engines", "health_ok"],
         )
         for state, ids in target_state.items():
             # Conditional UPDATE: an operator's out-of-service mark always wins over telemetry.
@@ -547,10 +560,22 @@ def _ingest_scrapes(
             )
         live[scrape.cluster_id]["engine"] = windows[CLUSTER].to_dict()
         live[scrape.cluster_id]["engines"] = sorted(k for k in windows if k != CLUSTER)
+        if (
+            scrape.health != 200
+        ):  # /metrics answers, /health does not: a hung or dying engine
+            errors.append(
+                _err(
+                    now,
+                    f"GET {health_url(scrape.url)}",
+                    f"HTTP {scrape.health}" if scrape.health else "no answer",
+                    cluster_id=scrape.cluster_id,
+                )
+            )
         states.append(
             ScrapeState(
                 cluster_id=scrape.cluster_id,
                 url=scrape.url,
+                health_ok=scrape.health == 200,
                 engines={k: v.to_dict() for k, v in current.items()},
                 scraped_at=datetime.fromtimestamp(
                     scrape.scraped_at, tz=timezone.get_current_timezone()

@@ -128,6 +128,7 @@ class ScrapeState(models.Model):
     url = models.CharField(max_length=300)
     scraped_at = models.DateTimeField()
     engines = models.JSONField(default=dict)  # engine label → EngineSnapshot.to_dict()
+    health_ok = models.BooleanField(default=True)  # /health answered 200 on that scrape
 
 
 class NodeLatest(models.Model):

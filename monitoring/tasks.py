@@ -17,7 +17,13 @@ from django.utils import timezone
 from console.celery import app, node_queue
 from monitoring import selectors
 from monitoring.alerts.tasks import alerts_evaluate_task
-from monitoring.ingest import NodeResult, RoundSummary, ScrapeResult, ingest_round
+from monitoring.ingest import (
+    NodeResult,
+    RoundSummary,
+    ScrapeResult,
+    health_url,
+    ingest_round,
+)
 from monitoring.rollup import rollup_and_prune
 
 SCRAPE_TIMEOUT_S = 3.0
@@ -26,13 +32,23 @@ SCRAPE_TIMEOUT_S = 3.0
 def scrape_metrics(
     cluster_id: int, url: str, timeout: float = SCRAPE_TIMEOUT_S
 ) -> ScrapeResult:
-    """GET one engine ``/metrics``; never raises (the error goes into the result)."""
+    """GET one engine ``/metrics`` and the same server's ``/health``; never raises (the
+    error goes into the result). An engine can keep serving /metrics while /health fails
+    (its core engine dead or hung), so the alert needs both."""
     started = time.time()
+    try:
+        health: int | None = httpx.get(health_url(url), timeout=timeout).status_code
+    except httpx.HTTPError:
+        health = None
     try:
         response = httpx.get(url, timeout=timeout)
     except httpx.HTTPError as exc:
         return ScrapeResult(
-            cluster_id, url, started, error=f"{type(exc).__name__}: {exc}"[:500]
+            cluster_id,
+            url,
+            started,
+            error=f"{type(exc).__name__}: {exc}"[:500],
+            health=health,
         )
     if response.status_code != 200:
         return ScrapeResult(
@@ -40,8 +56,9 @@ def scrape_metrics(
             url,
             started,
             error=f"HTTP {response.status_code}: {response.text[:200]}",
+            health=health,
         )
-    return ScrapeResult(cluster_id, url, started, text=response.text)
+    return ScrapeResult(cluster_id, url, started, text=response.text, health=health)
 
 
 INFLIGHT_KEY = "monitoring:collect:inflight"  # Redis hash "<node pk>:<name>" → {"id": task id, "sent": epoch}

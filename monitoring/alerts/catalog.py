@@ -65,7 +65,7 @@ METRICS: dict[str, Metric] = {
         Metric(
             "engine.health_failing",
             "cluster",
-            _("Engine /metrics not answering (1 = failing)"),
+            _("Engine /health not 200 or /metrics not answering (1 = failing)"),
         ),
         Metric(
             "engine.gateway_errors",

@@ -188,7 +188,9 @@ def _engine_observations(
                 obs["engine.rank_kv_cache_pct"].append(
                     Observation(target, float(s.kv_cache_pct), labels=labels, **base)
                 )
-    scraped = {s.cluster_id: s.scraped_at for s in ScrapeState.objects.all()}
+    scraped = {
+        s.cluster_id: (s.scraped_at, s.health_ok) for s in ScrapeState.objects.all()
+    }
     gateway_errors = _gateway_errors()
     for cluster in Cluster.objects.filter(state__in=HEALTH_WATCHED):
         if gateway_errors is not None:
@@ -201,9 +203,9 @@ def _engine_observations(
                     at=now,
                 )
             )
-        last = scraped.get(cluster.pk)
+        last, health_ok = scraped.get(cluster.pk, (None, False))
         # This round's scrape starts after the round's own time: older means it failed.
-        failing = last is None or last < now - timedelta(seconds=0.5)
+        failing = last is None or last < now - timedelta(seconds=0.5) or not health_ok
         obs["engine.health_failing"].append(
             Observation(
                 cluster.name,

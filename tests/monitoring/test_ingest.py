@@ -213,6 +213,7 @@ def test_it_derives_engine_windows_from_two_scrapes(cluster: Any) -> None:
         url,
         t0.timestamp(),
         text=(VLLM / "metrics-0.33.0-t0.txt").read_text(),
+        health=200,
     )
     ingest_round(nodes=[], scrapes=[first], started_at=t0)
     assert (
@@ -223,6 +224,7 @@ def test_it_derives_engine_windows_from_two_scrapes(cluster: Any) -> None:
         url,
         t0.timestamp() + 5,
         text=(VLLM / "metrics-0.33.0-t1.txt").read_text(),
+        health=200,
     )
     summary = ingest_round(
         nodes=[], scrapes=[second], started_at=t0 + timedelta(seconds=5)
@@ -239,3 +241,37 @@ def test_it_derives_engine_windows_from_two_scrapes(cluster: Any) -> None:
         and rows["0"].success["length"] == 10.0
     )
     assert summary.events[cluster.pk]["engine"]["running"] == 8.0
+
+
+def test_an_engine_whose_health_fails_while_metrics_answer_is_failing(
+    cluster: Any,
+) -> None:
+    """vLLM keeps serving /metrics from the API server when its core engine dies or
+    hangs; /health is what says so, and the engine-health rule reads it."""
+    from console.models import ClusterState
+    from monitoring.alerts.selectors import observations_collect
+
+    Cluster = type(cluster)
+    Cluster.objects.filter(pk=cluster.pk).update(state=ClusterState.RUNNING)
+    url = "http://127.0.0.1:8000/metrics"
+    text = (VLLM / "metrics-0.33.0-t0.txt").read_text()
+
+    def round_at(t: Any, health: int | None) -> float:
+        ingest_round(
+            nodes=[],
+            scrapes=[
+                ScrapeResult(cluster.pk, url, t.timestamp(), text=text, health=health)
+            ],
+            started_at=t,
+        )
+        (obs,) = observations_collect(now=t)["engine.health_failing"]
+        return obs.value
+
+    t0 = timezone.now()
+    assert round_at(t0, 200) == 0.0
+    assert round_at(t0 + timedelta(seconds=5), 503) == 1.0
+    error = SampleError.objects.get(source="GET http://127.0.0.1:8000/health")
+    assert error.message == "HTTP 503" and error.cluster_id == cluster.pk
+    assert EngineSample.objects.filter(engine="all").count() == 2  # metrics still kept
+    assert round_at(t0 + timedelta(seconds=10), None) == 1.0  # no answer at all
+    assert round_at(t0 + timedelta(seconds=15), 200) == 0.0

@@ -32,6 +32,7 @@ def fill(cluster: Any, rounds: int = 3, step_s: float = 5.0, start: Any = None) 
             "http://127.0.0.1:8000/metrics",
             ts.timestamp(),
             text=texts[i % 2],
+            health=200,
         )
         ingest_round(
             nodes=[NodeResult(n.pk, sample=agent_sample(n.name)) for n in nodes],
