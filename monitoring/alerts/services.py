@@ -302,9 +302,7 @@ def _after_evaluate(
 
     for pk in notification_ids:
         notification_send_task.delay(pk)
-    for alert in alerts:
-        if alert.silenced:
-            continue
+    for alert in alerts:  # silenced ones too: the skip is recorded, a resolve still closes
         if (
             alert.pk in summary.fired
             and alert.rule.remediation_policy != RemediationPolicy.OFF

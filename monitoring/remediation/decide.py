@@ -11,6 +11,10 @@ from django.utils import timezone
 
 from console.models import Cluster, ClusterState, Node, NodeRole, NodeState
 from console.models.operations import Operation, OperationKind, OperationState
+from console.services.audit import audit_record
+
+# One definition of a healthy RoCE port for the alert rules and the failover precondition.
+from monitoring.alerts.selectors import ROCE_OK_HEALTH
 from monitoring.models import NodeLatest
 from monitoring.models_alerts import (
     INCIDENT_OPEN_STATES,
@@ -25,7 +29,6 @@ from monitoring.models_alerts import (
 from monitoring.remediation.timeline import (
     _OPERATION_OF_ACTION,
     NEVER_ACT_ON,
-    ROCE_OK_HEALTH,
     RemediationRefused,
     _escalate,
     _note,
@@ -40,7 +43,24 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
     now = now or timezone.now()
     alert = Alert.objects.select_related("rule", "cluster", "node").get(pk=alert.pk)
     rule = alert.rule
-    if rule.remediation_policy == RemediationPolicy.OFF or alert.silenced:
+    if rule.remediation_policy == RemediationPolicy.OFF:
+        return None
+    if alert.silenced:  # a skipped decision is recorded like any other
+        message = "no action: the alert is silenced"
+        AlertEvent.objects.create(
+            alert=alert,
+            kind=AlertEventKind.REMEDIATION,
+            message=message,
+            data={"decision": "skip", "action": rule.remediation_action},
+        )
+        audit_record(
+            action="remediation.skip",
+            target=alert,
+            target_repr=f"alert #{alert.pk} ({rule.name} {alert.target})",
+            after={"action": rule.remediation_action, "reason": "silenced"},
+            result="denied",
+            message=message,
+        )
         return None
     action = rule.remediation_action
     cluster = alert.cluster
@@ -55,11 +75,19 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
             if (
                 joined is not None
             ):  # e.g. "engine process failed" and "engine health failing" together
+                message = f"joined incident #{joined.pk} ({joined.action}, already {joined.state})"
                 AlertEvent.objects.create(
                     alert=alert,
                     kind=AlertEventKind.REMEDIATION,
-                    message=f"joined incident #{joined.pk} ({joined.action}, already {joined.state})",
+                    message=message,
                     data={"incident": joined.pk, "decision": "join"},
+                )
+                audit_record(
+                    action="remediation.join",
+                    target=joined,
+                    target_repr=f"incident #{joined.pk} ({joined.action} {joined.alert.target})",
+                    after={"alert": alert.pk, "state": joined.state},
+                    message=message[:300],
                 )
                 return joined
         incident = Incident.objects.create(

@@ -19,7 +19,6 @@ from monitoring.models_alerts import (
 )
 
 NEVER_ACT_ON = {"chip.temp_c"}  # a hot chip is never restarted automatically
-ROCE_OK_HEALTH = {"success", "ok"}
 _OPERATION_OF_ACTION = {
     RemediationAction.FAILOVER: OperationKind.FAILOVER,
     RemediationAction.REPLACE: OperationKind.REPLACE,

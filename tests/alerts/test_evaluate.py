@@ -9,6 +9,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from console.models import AuditEvent
 from monitoring.alerts.services import alerts_evaluate, silence_create
 from monitoring.models_alerts import (
     Alert,
@@ -161,7 +162,14 @@ def test_it_silences_notifications_and_remediation(
     alert = Alert.objects.get(rule=rule)
     assert alert.state == "firing" and alert.silenced
     assert Notification.objects.count() == 0
-    assert not AlertEvent.objects.filter(kind="remediation").exists()
+    assert not Incident.objects.exists()  # nothing acted
+    (skip,) = AlertEvent.objects.filter(
+        kind="remediation"
+    )  # but the decision is on record
+    assert skip.data["decision"] == "skip" and "silenced" in skip.message
+    assert AuditEvent.objects.filter(
+        action="remediation.skip", result="denied"
+    ).exists()
     assert "silenced" in kinds(alert)
 
 
