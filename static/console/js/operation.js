@@ -17,10 +17,33 @@
     row.setAttribute("data-seq", step.seq);
     row.innerHTML = '<span class="badge step-state"></span> <strong class="step-name"></strong> <span class="step-elapsed muted"></span>' +
       '<div class="step-summary"></div><div class="progress small step-progress" hidden><div class="progress-bar"></div></div>' +
-      '<ul class="step-diagnosis"></ul><details class="step-log" hidden><summary></summary><pre></pre></details>';
+      '<ul class="step-diagnosis"></ul><table class="table preflight small step-checks" hidden><tbody></tbody></table><details class="step-log" hidden><summary></summary><pre></pre></details>';
     text(row.querySelector("summary"), gettext("Log tail"));
     document.getElementById("steps").appendChild(row);
     return row;
+  }
+
+  var BADGES = { pass: "green", warn: "orange", fail: "red" };
+
+  // A node's preflight checks, as soon as its agent answers (pass / warn / fail, evidence, fix).
+  function renderChecks(table, checks) {
+    if (!table || !checks || !checks.length) { return; }
+    var body = table.querySelector("tbody");
+    body.innerHTML = "";
+    checks.forEach(function (c) {
+      var tr = document.createElement("tr");
+      tr.className = "check-" + c.status;
+      var badge = document.createElement("span");
+      badge.className = "badge badge-" + (BADGES[c.status] || "red");
+      badge.textContent = c.status;
+      [c.name, badge, c.evidence, c.fix].forEach(function (v) {
+        var td = document.createElement("td");
+        if (typeof v === "string" || v == null) { td.textContent = v || ""; } else { td.appendChild(v); }
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    table.hidden = false;
   }
 
   function renderStep(step) {
@@ -50,6 +73,7 @@
       li.appendChild(code);
       diag.appendChild(li);
     });
+    renderChecks(row.querySelector(".step-checks"), (step.data || {}).checks);
     var logEl = row.querySelector(".step-log");
     if (step.log_tail) { logEl.hidden = false; text(logEl.querySelector("pre"), step.log_tail); }
   }
