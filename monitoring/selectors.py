@@ -19,6 +19,8 @@ from monitoring.models import (
     Rollup,
     SampleError,
 )
+from monitoring.models_alerts import ACTIVE_STATES as ALERT_ACTIVE_STATES
+from monitoring.models_alerts import Alert
 
 RAW_MAX_S = (
     3600  # windows up to 1 h read raw samples; longer ones read 1-minute rollups
@@ -98,6 +100,11 @@ def dashboard_nodes(cluster: Cluster) -> list[dict[str, Any]]:
         node_id__in=[n.pk for n in nodes], ts__gte=since
     ).values_list("node_id", flat=True):
         err_counts[node_id] += 1
+    alert_counts: dict[int, int] = defaultdict(int)
+    for node_id in Alert.objects.filter(
+        node_id__in=[n.pk for n in nodes], state__in=ALERT_ACTIVE_STATES
+    ).values_list("node_id", flat=True):
+        alert_counts[node_id] += 1
     out = []
     for node in nodes:
         lt = latest.get(node.pk)
@@ -118,6 +125,7 @@ def dashboard_nodes(cluster: Cluster) -> list[dict[str, Any]]:
                 "engine": data.get("engine") or {},
                 "hccs_loss_pct": data.get("hccs_loss_pct"),
                 "errors_15m": err_counts[node.pk],
+                "alerts_active": alert_counts[node.pk],
                 "stale": node.state in (NodeState.STALE, NodeState.UNREACHABLE),
             }
         )

@@ -147,3 +147,39 @@ def test_it_downsamples_long_raw_windows(cluster: Any) -> None:
     ts = [float(i) for i in range(10_000)]
     out_ts, cols = _downsample(ts, {"a": [1.0] * 10_000}, MAX_POINTS)
     assert len(out_ts) <= MAX_POINTS and cols["a"][0] == 1.0
+
+
+def test_node_cards_count_the_nodes_active_alerts(cluster: Any, viewer: Any) -> None:
+    import re
+
+    from django.utils import timezone
+
+    from monitoring.alerts.services import alert_rules_seed
+    from monitoring.models_alerts import Alert, AlertRule
+
+    fill(cluster, rounds=1)
+    alert_rules_seed()
+    node = cluster.nodes.get(name="ascend-03")
+    rule = AlertRule.objects.get(name="NPU temperature high")
+    now = timezone.now()
+    for state in ("firing", "acknowledged", "resolved"):  # resolved ones do not count
+        Alert.objects.create(
+            rule=rule,
+            cluster=cluster,
+            node=node,
+            target=f"ascend-03/npu{len(state)}",
+            state=state,
+            severity="warning",
+            fault_onset_at=now,
+            pending_at=now,
+        )
+    html = login(viewer).get(f"/monitoring/clusters/{cluster.pk}/").content.decode()
+
+    def cell(dd_id: str) -> str:
+        found = re.search(rf'id="{dd_id}"[^>]*>(.*?)</dd>', html, re.S)
+        assert found, dd_id
+        return re.sub(r"<[^>]+>", "", found.group(1)).strip()
+
+    assert cell("mon-alerts-ascend-03") == "2"
+    assert cell("mon-alerts-ascend-01") == "0"
+    assert cell("mon-errors-ascend-03") == "0"
