@@ -302,7 +302,8 @@ def _after_evaluate(
 
     for pk in notification_ids:
         notification_send_task.delay(pk)
-    for alert in alerts:  # silenced ones too: the skip is recorded, a resolve still closes
+    # Silenced alerts too: their skipped remediation is recorded, and a resolve still closes.
+    for alert in alerts:
         if (
             alert.pk in summary.fired
             and alert.rule.remediation_policy != RemediationPolicy.OFF
