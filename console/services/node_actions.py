@@ -70,7 +70,7 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
             message=f"agent unreachable: {exc}"[:300],
         )
         raise ActionRefused(
-            f"{node.name}: {exc}; start the node agent (systemctl start ascend-agent@{node.name}) and retry"
+            f"{node.name}: {exc}; start the node agent on {node.name} (systemctl start ascend-agent) and retry"
         ) from None
     checks = list(answer.get("checks") or [])
     failed = [c for c in checks if c.get("status") == "fail"]

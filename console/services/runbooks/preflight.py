@@ -47,7 +47,7 @@ class PreflightRunbook(RunbookBase):
                     "evidence": str(answer)
                     if isinstance(answer, Exception)
                     else f"{answer['hostname']} pid {answer['pid']} ({answer['driver']})",
-                    "fix": f"Start the node agent: systemctl start ascend-agent@{name} (queue node.{name})"
+                    "fix": f"Start the node agent on {name}: systemctl start ascend-agent (it consumes queue node.{name})"
                     if isinstance(answer, Exception)
                     else "",
                 }
