@@ -13,7 +13,14 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
-from console.models import AuditEvent, Cluster, ClusterState, Operation, OperationState
+from console.models import (
+    AuditEvent,
+    Cluster,
+    ClusterState,
+    Node,
+    Operation,
+    OperationState,
+)
 from console.services.agents import agent_call
 from console.services.operations import (
     OperationRefused,
@@ -185,6 +192,8 @@ def test_it_catches_preflight_problems_naming_node_and_fix(
     cfg = load_config(node_dir(n3.name, base=state_dir))
     cfg.versions["vllm"] = "0.22.0"
     save_config(node_dir(n3.name, base=state_dir), cfg)
+    wrong = [*n3.npu_ips[:5], "127.20.99.6", *n3.npu_ips[6:]]  # NPU 5 typed wrong
+    Node.objects.filter(pk=n3.pk).update(npu_ips=wrong)
     with control_worker({**CONTROL_ENV, "PREFLIGHT_REACH_TIMEOUT_S": "4"}):
         op = wait_op(operation_start(cluster=cluster, kind="preflight"))
     assert op.state == OperationState.FAILED
@@ -203,7 +212,14 @@ def test_it_catches_preflight_problems_naming_node_and_fix(
         and "0.22.0" in version["evidence"]
         and n3.name in version["evidence"]
     )
+    ips = {c["name"]: c for c in table[n3.name]}["npu ips match the inventory"]
+    assert ips["status"] == "fail" and ips["evidence"] == (
+        f"NPU 5: inventory 127.20.99.6, NIC {n3.npu_ips[5]}"
+    )
     assert all(c["status"] == "pass" for c in table[n0.name] if c["name"] != "npu ping")
+    assert {c["name"]: c for c in table[n0.name]}["npu ips match the inventory"][
+        "status"
+    ] == "pass"
     agent_call(n1, "sim.clear")
 
 

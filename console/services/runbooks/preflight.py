@@ -26,6 +26,49 @@ class PreflightRunbook(RunbookBase):
         steps["plan"] = self.add_step("Launch plan valid and fits in HBM")
         return steps
 
+    def npu_ip_checks(
+        self, node: Node, collected: list[str | None] | None, ping_targets: list[str]
+    ) -> list[dict[str, Any]]:
+        """The NPU IPs the node's NICs carry (``hccn_tool -ip -g``) must be the inventory's:
+        the plans and every peer's ping use the inventory. No targets = no ping = a failure,
+        never a silently missing check."""
+        out: list[dict[str, Any]] = []
+        inventory = list(node.npu_ips or [])
+        if collected is not None:
+            differ = [
+                f"NPU {i}: inventory {want or '—'}, NIC {have or '—'}"
+                for i, (want, have) in enumerate(
+                    zip(
+                        inventory + [None] * (len(collected) - len(inventory)),
+                        collected,
+                        strict=False,
+                    )
+                )
+                if (want or None) != (have or None)
+            ]
+            out.append(
+                {
+                    "name": "npu ips match the inventory",
+                    "status": "fail" if differ else "pass",
+                    "evidence": "; ".join(differ[:8])
+                    if differ
+                    else f"{len(collected)} NPU IPs as in the inventory",
+                    "fix": f"Correct {node.name}'s NPU IPs in the inventory (admin) or on the NICs (hccn_tool -i N -ip -s …)."
+                    if differ
+                    else "",
+                }
+            )
+        if not ping_targets and len(self.nodes) > 1:
+            out.append(
+                {
+                    "name": "npu ping",
+                    "status": "fail",
+                    "evidence": "no peer NPU IPs in the inventory to ping",
+                    "fix": "Fill in the NPU IPs of rank 0 (and rank 1) in the inventory.",
+                }
+            )
+        return out
+
     def run_preflight(self, steps: dict[str, OperationStep]) -> bool:
         """Run every check; returns True when nothing failed. Results land in op.result['preflight']."""
         table: dict[str, list[dict[str, Any]]] = {}
@@ -104,7 +147,11 @@ class PreflightRunbook(RunbookBase):
                 )
                 self.finish(step, str(answer)[:300], state=StepState.FAILED)
                 continue
-            checks = answer["checks"]
+            checks = answer["checks"] + self.npu_ip_checks(
+                node,
+                answer.get("npu_ips"),
+                peer_ips if node.pk == head.pk else head_ips,
+            )
             table[node.name].extend(checks)
             versions[node.name] = answer["versions"]
             sizes[node.name] = answer["model_size"]
