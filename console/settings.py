@@ -5,8 +5,9 @@ One module, every knob an environment variable with a safe development default
 
 - ``CONSOLE_MODE=embedded`` (default): SQLite and a bundled ``redis-server``
   under ``var/``; a SECRET_KEY is generated once into ``var/secret_key``.
-- ``CONSOLE_MODE=production``: SECRET_KEY, DATABASE_URL and a broker URL are
-  required; nothing is started on the operator's behalf.
+- ``CONSOLE_MODE=production``: SECRET_KEY, DATABASE_URL and REDIS_URL are
+  required (REDIS_URL even with a RabbitMQ CELERY_BROKER_URL); nothing is started
+  on the operator's behalf.
 """
 
 from __future__ import annotations
@@ -141,18 +142,24 @@ DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 0, minim
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, Celery, Channels -----------------------------------------------------
+# Redis carries the Celery results, the Channels layer (WebSockets), live telemetry and
+# the gateway's rate limits, whatever the broker is: CELERY_BROKER_URL=amqp://... moves
+# only the task queue to RabbitMQ. Without REDIS_URL the bundled redis-server is used
+# (and `make run` starts it), with or without a RabbitMQ broker.
 EMBEDDED_REDIS_PORT = env_int("CONSOLE_REDIS_PORT", 16379, minimum=1)
 REDIS_URL = os.environ.get("REDIS_URL") or None
-EMBEDDED_REDIS = REDIS_URL is None and not os.environ.get("CELERY_BROKER_URL")
+EMBEDDED_REDIS = REDIS_URL is None
 if PRODUCTION and EMBEDDED_REDIS:
     raise ImproperlyConfigured(
-        "REDIS_URL (or CELERY_BROKER_URL) is required when CONSOLE_MODE=production."
+        "REDIS_URL is required when CONSOLE_MODE=production (redis://host:6379/0): Celery "
+        "results and the Channels layer behind the live pages' WebSockets need Redis, even "
+        "when CELERY_BROKER_URL points at RabbitMQ; production mode starts no bundled Redis."
     )
 if REDIS_URL is None:
     REDIS_URL = f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0"
 
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
-CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or REDIS_URL
 CELERY_ACCEPT_CONTENT = [
     "json"
 ]  # never pickle: node agents must not unpickle control-side data

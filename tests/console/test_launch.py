@@ -50,3 +50,47 @@ def test_it_plans_every_process_for_the_demo(tmp_path: Path) -> None:
     for n in range(1, 8):
         assert f"agent-ascend-0{n}" in command
         assert f"-Q node.ascend-0{n}" in result.stdout
+
+
+def dry_run(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """``python -m console.launch --dry-run --no-agents`` (no database needed) in a clean env."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {
+            "REDIS_URL",
+            "CELERY_BROKER_URL",
+            "CELERY_RESULT_BACKEND",
+            "DATABASE_URL",
+            "CONSOLE_MODE",
+        }
+    }
+    env.update({"CONSOLE_VAR_DIR": str(tmp_path), **extra})
+    return subprocess.run(
+        [sys.executable, "-m", "console.launch", "--dry-run", "--no-agents"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_it_starts_the_bundled_redis_next_to_a_rabbitmq_broker(tmp_path: Path) -> None:
+    # The broker moves to RabbitMQ; results and the Channels layer stay on the bundled Redis.
+    result = dry_run(tmp_path, CELERY_BROKER_URL="amqp://guest:guest@127.0.0.1:5672//")
+    assert result.returncode == 0, result.stderr
+    command = result.stdout.strip().splitlines()[-1]
+    assert command.endswith(" start redis web control beat")
+    assert "redis: python -m console.embedded_redis" in result.stdout
+
+
+def test_it_leaves_redis_to_an_external_redis_url(tmp_path: Path) -> None:
+    result = dry_run(
+        tmp_path,
+        CELERY_BROKER_URL="amqp://guest:guest@127.0.0.1:5672//",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1].endswith(" start web control beat")

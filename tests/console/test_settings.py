@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = (
     "import json, django; from django.conf import settings; django.setup(); "
     "print(json.dumps({'engine': settings.DATABASES['default']['ENGINE'], 'name': str(settings.DATABASES['default']['NAME']), "
-    "'redis': settings.REDIS_URL, 'broker': settings.CELERY_BROKER_URL, 'embedded': settings.EMBEDDED_REDIS, "
+    "'redis': settings.REDIS_URL, 'broker': settings.CELERY_BROKER_URL, 'backend': settings.CELERY_RESULT_BACKEND, 'embedded': settings.EMBEDDED_REDIS, "
     "'debug': settings.DEBUG, 'tz': settings.TIME_ZONE, 'layer': settings.CHANNEL_LAYERS['default']['CONFIG']['hosts'][0], "
     "'serializer': settings.CELERY_TASK_SERIALIZER, 'accept': settings.CELERY_ACCEPT_CONTENT}))"
 )
@@ -88,13 +88,67 @@ def test_it_reads_postgres_and_external_redis_from_env(tmp_path: Path) -> None:
     assert cfg["debug"] is True
 
 
-def test_it_takes_a_rabbitmq_broker(tmp_path: Path) -> None:
+def test_it_takes_a_rabbitmq_broker_with_results_and_channels_on_bundled_redis(
+    tmp_path: Path,
+) -> None:
     result = run_settings(
         tmp_path, CELERY_BROKER_URL="amqp://guest:guest@127.0.0.1:5672//"
     )
+    assert result.returncode == 0, result.stderr
+    cfg = json.loads(result.stdout)
+    assert cfg["broker"] == "amqp://guest:guest@127.0.0.1:5672//"
+    # Results and WebSockets still need Redis: the bundled one, which make run must start.
+    assert cfg["embedded"] is True
+    assert cfg["redis"] == cfg["backend"] == cfg["layer"] == "redis://127.0.0.1:16379/0"
+
+
+def test_it_takes_a_rabbitmq_broker_next_to_an_external_redis(tmp_path: Path) -> None:
+    result = run_settings(
+        tmp_path,
+        CELERY_BROKER_URL="amqp://guest:guest@127.0.0.1:5672//",
+        REDIS_URL="redis://cache.example:6379/3",
+    )
+    assert result.returncode == 0, result.stderr
     cfg = json.loads(result.stdout)
     assert cfg["broker"].startswith("amqp://")
     assert cfg["embedded"] is False
+    assert (
+        cfg["redis"] == cfg["backend"] == cfg["layer"] == "redis://cache.example:6379/3"
+    )
+
+
+def test_it_refuses_production_with_a_rabbitmq_broker_but_no_redis_url(
+    tmp_path: Path,
+) -> None:
+    result = run_settings(
+        tmp_path,
+        CONSOLE_MODE="production",
+        SECRET_KEY="x" * 50,
+        DATABASE_URL="postgres://x@h/db",
+        CELERY_BROKER_URL="amqp://guest:guest@127.0.0.1:5672//",
+    )
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "REDIS_URL is required when CONSOLE_MODE=production" in result.stderr
+    assert "WebSockets" in result.stderr and "RabbitMQ" in result.stderr
+
+
+def test_it_accepts_production_with_a_rabbitmq_broker_and_redis_url(
+    tmp_path: Path,
+) -> None:
+    result = run_settings(
+        tmp_path,
+        CONSOLE_MODE="production",
+        SECRET_KEY="x" * 50,
+        DATABASE_URL="postgres://x@h/db",
+        CELERY_BROKER_URL="amqp://console:pw@mq.example:5672//",
+        REDIS_URL="redis://cache.example:6379/0",
+    )
+    assert result.returncode == 0, result.stderr
+    cfg = json.loads(result.stdout)
+    assert cfg["broker"] == "amqp://console:pw@mq.example:5672//"
+    assert cfg["embedded"] is False
+    assert cfg["backend"] == cfg["layer"] == "redis://cache.example:6379/0"
 
 
 def test_it_refuses_production_without_secret_key(tmp_path: Path) -> None:
