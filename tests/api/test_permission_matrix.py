@@ -30,6 +30,7 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "healthz": ("GET", (200, 200, 200, 200)),
     "login": ("GET", (200, 200, 200, 200)),
     "logout": ("POST", (R, R, R, R)),
+    "account-token": ("GET", (R, 200, 200, 200)),
     "cluster-detail": ("GET", (R, 200, 200, 200)),
     # operator form posts: an empty form is refused with a message and a redirect back
     "operation-create": ("POST", (R, 403, R, R)),
