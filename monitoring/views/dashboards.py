@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.staticfiles import finders
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -20,20 +21,44 @@ from console.constants import (
 from console.models import Cluster, Node
 from console.permissions import role_required
 from monitoring import selectors
+from monitoring.models_alerts import AlertRule
+
+# chart/heatmap key → (alert-rule metric, scale to the chart's unit, default)
+RULE_LINES: dict[str, tuple[str, float, float]] = {
+    "temp_c": ("chip.temp_c", 1.0, NPU_TEMP_MAX_C),
+    "hbm_pct": ("chip.hbm_used_pct", 1.0, HBM_USAGE_MAX_PCT),
+    "hccs_loss_pct": ("node.hccs_loss_pct", 1.0, HCCS_LOSS_MAX_PCT),
+    "p99_latency_s": ("engine.ttft_p99_ms", 0.001, P99_LATENCY_MAX_MS / 1000.0),
+    "kv_cache_pct": ("engine.kv_cache_pct_preempting", 1.0, 90.0),
+}
 
 
-def thresholds(cluster: Cluster) -> dict[str, float]:
-    """Alert-rule thresholds the charts draw as lines and the heatmap colours by (constants.py)."""
+def thresholds(cluster: Cluster) -> dict[str, float | None]:
+    """The lines the charts draw and the limits the heatmap colours by: the thresholds of
+    the enabled alert rules (a rule for this cluster wins over a global one; the lowest
+    of several), so editing a rule moves its line. No enabled rule → no line."""
     profile = cluster.profile
-    return {
-        "temp_c": NPU_TEMP_MAX_C,
-        "hbm_pct": HBM_USAGE_MAX_PCT,
-        "hccs_loss_pct": HCCS_LOSS_MAX_PCT,
-        "p99_latency_s": P99_LATENCY_MAX_MS / 1000.0,
-        "min_gen_tps": TARGET_TOKENS_PER_S_PER_NPU * profile.world_size,
-        "max_running": float(profile.max_num_seqs * profile.data_parallel_size),
-        "kv_cache_pct": 100.0,
+    rules: dict[str, tuple[bool, float]] = {}
+    for metric, cluster_id, value in (
+        AlertRule.objects.filter(
+            enabled=True, metric__in=[m for m, _, _ in RULE_LINES.values()]
+        )
+        .filter(Q(cluster=cluster) | Q(cluster__isnull=True))
+        .values_list("metric", "cluster_id", "threshold")
+    ):
+        key = (cluster_id is not None, -value)  # own cluster first, then the lowest
+        if metric not in rules or key > (rules[metric][0], -rules[metric][1]):
+            rules[metric] = (cluster_id is not None, value)
+    out: dict[str, float | None] = {
+        name: (rules[metric][1] * scale if metric in rules else None)
+        for name, (metric, scale, _) in RULE_LINES.items()
     }
+    out["itl_p99_s"] = (
+        None  # no inter-token latency rule: no line rather than a borrowed one
+    )
+    out["min_gen_tps"] = TARGET_TOKENS_PER_S_PER_NPU * profile.world_size
+    out["max_running"] = float(profile.max_num_seqs * profile.data_parallel_size)
+    return out
 
 
 @require_GET

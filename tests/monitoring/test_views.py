@@ -183,3 +183,38 @@ def test_node_cards_count_the_nodes_active_alerts(cluster: Any, viewer: Any) -> 
     assert cell("mon-alerts-ascend-03") == "2"
     assert cell("mon-alerts-ascend-01") == "0"
     assert cell("mon-errors-ascend-03") == "0"
+
+
+def test_chart_lines_follow_the_alert_rules(cluster: Any, viewer: Any) -> None:
+    import json
+    import re
+
+    from monitoring.alerts.services import alert_rules_seed
+    from monitoring.models_alerts import AlertRule
+
+    alert_rules_seed()
+
+    def config() -> dict[str, Any]:
+        html = login(viewer).get(f"/monitoring/clusters/{cluster.pk}/").content.decode()
+        found = re.search(
+            r'<script id="dashboard-config"[^>]*>(.*?)</script>', html, re.S
+        )
+        assert found
+        return json.loads(found.group(1))["thresholds"]
+
+    seeded = config()
+    assert seeded["temp_c"] == 85.0 and seeded["kv_cache_pct"] == 90.0
+    assert seeded["p99_latency_s"] == 0.8 and seeded["itl_p99_s"] is None
+    AlertRule.objects.filter(metric="chip.temp_c").update(threshold=80.0)
+    AlertRule.objects.create(  # a tighter rule for this cluster only wins
+        name="HBM tight on prod",
+        metric="chip.hbm_used_pct",
+        comparison="gt",
+        threshold=95.0,
+        cluster=cluster,
+    )
+    AlertRule.objects.filter(metric="node.hccs_loss_pct").update(enabled=False)
+    edited = config()
+    assert edited["temp_c"] == 80.0
+    assert edited["hbm_pct"] == 95.0  # own cluster's rule over the global 92
+    assert edited["hccs_loss_pct"] is None  # disabled rule: no line

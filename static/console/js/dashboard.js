@@ -21,7 +21,7 @@
   var ENGINE_CHARTS = {
     queue: { series: [["running", gettext("running")], ["waiting", gettext("waiting")]], unit: gettext("requests"), threshold: th.max_running },
     ttft: { series: [["ttft_p50", "p50"], ["ttft_p99", "p99"]], unit: "s", threshold: th.p99_latency_s },
-    itl: { series: [["itl_p50", "p50"], ["itl_p99", "p99"]], unit: "s", threshold: th.p99_latency_s },
+    itl: { series: [["itl_p50", "p50"], ["itl_p99", "p99"]], unit: "s", threshold: th.itl_p99_s },
     tps: { series: [["gen_tps", gettext("generation")], ["prompt_tps", gettext("prompt")]], unit: gettext("tokens/s"), threshold: th.min_gen_tps },
     kv: { series: [["kv_cache_pct", gettext("KV cache")]], unit: "%", threshold: th.kv_cache_pct }
   };
