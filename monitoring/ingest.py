@@ -129,7 +129,8 @@ def _links_idle(prev_links: list[list[int]] | None, links: list[list[int]]) -> b
 def _link_loss(
     prev_links: list[list[int]] | None, links: list[list[int]]
 ) -> float | None:
-    """Worst link's (Δretries + Δerrors) / Δtx packets, in percent; None without a usable previous sample."""
+    """Worst link's (Δretries + Δerrors) / Δtx packets, in percent (100 when errors rise on a
+    link that sends nothing); None without a usable previous sample."""
     if not prev_links or len(prev_links) != len(links):
         return None
     worst: float | None = None
@@ -140,8 +141,13 @@ def _link_loss(
         if dtx < 0 or bad < 0:
             return None  # counters reset (driver reload): no window this round
         if dtx == 0:
-            continue
-        loss = 100.0 * bad / dtx
+            if bad == 0:
+                continue  # idle link: no window
+            loss = (
+                100.0  # retries/CRC errors rising and nothing gets through: a dead link
+            )
+        else:
+            loss = 100.0 * bad / dtx
         worst = loss if worst is None else max(worst, loss)
     return worst
 

@@ -92,7 +92,7 @@ def test_it_computes_hccs_loss_of_the_worst_link_over_the_window(cluster: Any) -
     # NPU 3: 1000 more packets on link 0, 100 retries + 50 CRC errors → 15 %; NPU 5: 1 %.
     second = agent_sample(
         "ascend-01",
-        advance={3: (1000, 100, 50), 5: (10_000, 100, 0)},
+        advance={3: (1000, 100, 50), 5: (10_000, 100, 0), 6: (0, 40, 2)},
         engine_state="running",
     )
     summary = ingest_round(
@@ -109,9 +109,12 @@ def test_it_computes_hccs_loss_of_the_worst_link_over_the_window(cluster: Any) -
         and rows[5] == pytest.approx(1.0)
         and rows[0] is None
     )  # no traffic on NPU 0
+    assert (
+        rows[6] == 100.0
+    )  # errors rising on a link that sends nothing: dead, not idle
     assert NodeSample.objects.get(
         node=nodes[0], ts=t0 + timedelta(seconds=5)
-    ).hccs_loss_pct == pytest.approx(15.0)
+    ).hccs_loss_pct == pytest.approx(100.0)  # the worst link of the node
     assert Node.objects.get(pk=nodes[0].pk).state == NodeState.RUNNING
     assert summary.state_changes == {"ascend-01": "running"}
 
