@@ -221,6 +221,45 @@ def test_every_url_has_the_expected_status_per_role(world: dict[str, Any]) -> No
     assert not wrong, "\n".join(wrong)
 
 
+# The other methods of the same routes (one URL, several methods): reads and writes each
+# checked per role, writes with a body that is invalid so nothing is changed.
+EXTRA: list[tuple[str, str, str, tuple[int, int, int, int]]] = [
+    ("api-cluster-list", "POST", "{}", (401, 403, 403, 400)),
+    ("api-cluster-detail", "PATCH", '{"profile": 999999}', (401, 403, 403, 400)),
+    ("api-cluster-detail", "DELETE", "", (401, 403, 403, 409)),  # it has nodes
+    ("api-node-list", "POST", "{}", (401, 403, 403, 400)),
+    ("api-node-detail", "PATCH", '{"rank": "first"}', (401, 403, 403, 400)),
+    ("api-profile-list", "POST", "{}", (401, 403, 403, 400)),
+    (
+        "api-profile-detail",
+        "PATCH",
+        '{"tensor_parallel_size": "eight"}',
+        (401, 403, 403, 400),
+    ),
+    ("api-profile-detail", "DELETE", "", (401, 403, 403, 409)),  # a cluster uses it
+    ("api-cluster-operations", "GET", "", (401, 200, 200, 200)),
+    ("api-alert-rules", "GET", "", (401, 200, 200, 200)),
+    ("api-alert-rule-detail", "GET", "", (401, 200, 200, 200)),
+    ("api-apikeys", "POST", "{}", (401, 403, 403, 400)),
+    ("api-token-me", "DELETE", "", (401, 404, 404, 404)),  # no token to revoke
+]
+
+
+def test_the_other_methods_of_each_route_per_role(world: dict[str, Any]) -> None:
+    routes = {name: route for route, name in _routes()}
+    wrong = []
+    for name, method, body, expected in EXTRA:
+        url = _fill(routes[name], _params(name, world))
+        got = []
+        for role in ROLES:
+            client = Client() if role == "anon" else login(world["users"][role])
+            got.append(_call(client, method, url, body))
+        if tuple(got) != expected:
+            wrong.append(f"{name}: {method} {url} expected {expected} got {tuple(got)}")
+    assert not wrong, "\n".join(wrong)
+    assert Cluster.objects.filter(pk=world["cluster"].pk).exists()  # nothing deleted
+
+
 def test_django_admin_redirects_anonymous(db: Any) -> None:
     response = Client().get("/admin/")
     assert response.status_code == 302 and "login/?next=/admin/" in response["Location"]
