@@ -68,8 +68,20 @@ ALLOWED_ENV_PREFIXES = (
     "MS_",
     "INF_NAN_MODE",
 )
-# The head logs one line per remote engine that completes the handshake.
-JOINED_RE = re.compile(r"Engine rank (\d+) joined")
+# What the head logs while its engines join (vLLM's wait_for_engine_startup in
+# vllm/v1/engine/utils.py, DEBUG level, so only with VLLM_LOGGING_LEVEL=DEBUG): after
+# every 10 s poll without news, the engines that have not said HELLO yet ("to connect")
+# and those connected but not READY ("to start"), then one line per handshake message.
+WAITING_RE = re.compile(
+    r"Waiting for (\d+) local, (\d+) remote core engine proc\(s\) to (connect|start)\."
+)
+HANDSHAKE_RE = re.compile(
+    r"\b(HELLO|READY) from (local|remote) core engine process (\d+)\."
+)
+# uvicorn's line once the API server serves: every engine has joined and is ready
+STARTUP_COMPLETE = "Application startup complete."
+# the first line of every `vllm serve` run; a log may still hold earlier runs
+RUN_START = "vLLM API server version"
 
 
 @dataclass(frozen=True)
@@ -273,6 +285,62 @@ def _argv_value(argv: list[str], flag: str) -> str | None:
     return None
 
 
+def _argv_int(argv: list[str], flag: str, default: int) -> int:
+    value = _argv_value(argv, flag)
+    try:
+        return default if value is None else int(value)
+    except ValueError:
+        return default
+
+
+def ranks_joined(argv: list[str], lines: list[str]) -> int | None:
+    """How many ranks have joined the head, from the head's own log; None when headless.
+
+    DP across nodes counts DP ranks: ``--data-parallel-size`` less the remote engines
+    the latest "Waiting for … to connect." line still awaits (HELLO lines refine it).
+    TP/PP across nodes (``--nnodes``) counts node ranks, which vLLM does not log one by
+    one. Without DEBUG lines only the head's own ranks count until "Application startup
+    complete.", after which every rank has joined. Only the latest run of the log counts.
+    """
+    if "--headless" in argv:
+        return None
+    nnodes = _argv_int(argv, "--nnodes", 1)
+    dp_size = max(_argv_int(argv, "--data-parallel-size", 1), 1)
+    if nnodes > 1:
+        total, own = nnodes, 1
+    else:
+        total = dp_size
+        own = min(_argv_int(argv, "--data-parallel-size-local", dp_size), dp_size)
+    started = False
+    awaited: int | None = None  # remote engines not connected, per the latest poll
+    previous = ""  # the kind of the previous "Waiting for" line, "" after news
+    hello: set[int] = set()
+    for line in lines:
+        if RUN_START in line:
+            started, awaited, previous, hello = False, None, "", set()
+        elif STARTUP_COMPLETE in line:
+            started = True
+        elif nnodes > 1:
+            continue  # these lines count the head's DP engines, not nodes
+        elif m := WAITING_RE.search(line):
+            kind = m.group(3)
+            if kind == "connect":
+                awaited = int(m.group(2))
+            elif previous != "connect":
+                awaited = 0  # a poll with nothing left to connect logs only "start"
+            previous = kind
+        elif m := HANDSHAKE_RE.search(line):
+            if m.group(1) == "HELLO" and m.group(2) == "remote":
+                hello.add(int(m.group(3)))
+            previous = ""
+    if started:
+        return total
+    joined = own + len(hello)
+    if awaited is not None:
+        joined = max(joined, total - awaited)
+    return min(joined, total)
+
+
 def _probe_health(argv: list[str]) -> int | None:
     """GET /health on this node's API server (head only); None when it does not answer."""
     if "--headless" in argv:
@@ -294,8 +362,7 @@ def _status_dict(status: EngineStatus, argv: list[str]) -> dict[str, Any]:
     data["driver"] = config.driver
     data["health"] = _probe_health(argv) if status.state == "running" and argv else None
     lines = get_driver(config.driver).logs(_spec(argv=argv), lines=2000) if argv else []
-    joined = {int(m.group(1)) for line in lines if (m := JOINED_RE.search(line))}
-    data["ranks_joined"] = len(joined) + 1 if "--headless" not in argv else None
+    data["ranks_joined"] = ranks_joined(argv, lines)
     if status.state == "exited":
         data["diagnoses"] = [d.to_dict() for d in diagnose(status.log_tail)]
     data["agent_time"] = time.time()

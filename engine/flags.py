@@ -1,14 +1,16 @@
 """Which `vllm serve` flags a vLLM version accepts, and checking an argv against them.
 
 The flag lists in engine/flaglists/ are copies of the project's reference lists
-(taken from each release's argument parser); types.json adds the value type of the
-flags we know and the flags older guides use that are gone now.
+(taken from each release's argument parser); types.json gives every listed flag its
+arity and value type, as vLLM's argparse setup declares it, and the flags older
+guides use that are gone now.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -18,12 +20,32 @@ FLAGLISTS = Path(__file__).resolve().parent / "flaglists"
 
 SUPPORTED_VERSIONS: tuple[str, ...] = ("0.23.0", "0.33.0")
 
-VALUE_TYPES = ("any", "int", "float", "str", "json", "choice", "bool-flag")
+VALUE_TYPES = (
+    "any",
+    "int",
+    "float",
+    "str",
+    "json",
+    "json-or-str",
+    "human-int",
+    "choice",
+    "bool-flag",
+)
+# vllm.utils.argparse_utils.human_readable_int: 4096, 32k (1000s), 32K (1024s), 25.6k,
+# 2M, 1G; a decimal needs a decimal (lower-case) multiplier
+_HUMAN_INT = re.compile(r"\d+(\.\d+[kmgt]|[kmgtKMGT])?")
+# value types whose flags also take vLLM's dotted JSON keys (--compilation-config.mode 3)
+_JSON_TYPES = ("json", "json-or-str")
 
 
 @dataclass(frozen=True)
 class FlagInfo:
-    """One `vllm serve` flag: its value type ("any" when we do not know it)."""
+    """One `vllm serve` flag: its value type and arity.
+
+    value_type "bool-flag" is a switch (no value); "any" marks a flag whose type no
+    vLLM source established (``unverified`` says why): it is accepted as a switch or
+    with one value, unchecked, so it is never refused for lacking a value.
+    """
 
     name: str
     value_type: str
@@ -31,6 +53,9 @@ class FlagInfo:
     boolean_optional: bool = False
     # nargs="+" flags (e.g. --served-model-name a b) take every following value
     multiple: bool = False
+    # nargs="?" flags (e.g. --hf-token) may stand alone or take one value
+    optional_value: bool = False
+    unverified: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -100,16 +125,25 @@ def _flag_table(version: str) -> dict[str, FlagInfo]:
     types: dict[str, dict[str, Any]] = _types()["flags"]
     table: dict[str, FlagInfo] = {}
     for name in sorted(_flag_names(version)):
-        spec = types.get(name, {})
-        value_type = str(spec.get("type", "any"))
+        spec = types.get(name)
+        if spec is None:
+            raise ValueError(
+                f"types.json has no entry for {name} (vLLM {version} lists it); "
+                "add its type from vLLM's argument parser"
+            )
+        value_type = str(spec.get("type"))
         if value_type not in VALUE_TYPES:
             raise ValueError(f"types.json: {name} has unknown type {value_type!r}")
+        if value_type == "choice" and not spec.get("choices"):
+            raise ValueError(f"types.json: {name} is a choice without choices")
         table[name] = FlagInfo(
             name=name,
             value_type=value_type,
-            choices=tuple(spec.get("choices", ())),
+            choices=tuple(str(c) for c in spec.get("choices", ())),
             boolean_optional=bool(spec.get("boolean_optional", False)),
             multiple=spec.get("nargs") == "+",
+            optional_value=spec.get("nargs") == "?" or value_type == "any",
+            unverified=spec.get("unverified"),
         )
     return table
 
@@ -195,7 +229,14 @@ def _value_problem(info: FlagInfo, value: str) -> str | None:
             return f"{info.name} takes a number, got {value!r}"
     elif kind == "choice" and value not in info.choices:
         return f"{info.name} takes one of {', '.join(info.choices)}, got {value!r}"
-    elif kind == "json":
+    elif kind == "human-int" and value not in info.choices:
+        if not _HUMAN_INT.fullmatch(value):
+            words = "".join(f" or {c}" for c in info.choices)
+            return (
+                f"{info.name} takes a whole number such as 4096, 32k or 1M{words}, "
+                f"got {value!r}"
+            )
+    elif kind == "json" or (kind == "json-or-str" and value.lstrip().startswith("{")):
         try:
             json.loads(value)
         except ValueError as exc:
@@ -210,18 +251,30 @@ def _lookup(flag: str, table: dict[str, FlagInfo]) -> tuple[FlagInfo | None, boo
     if flag.startswith("--no-"):
         base = table.get("--" + flag[len("--no-") :])
         # --no-X exists for BooleanOptionalAction flags;
-        # a flag of unknown type gets the benefit of the doubt
+        # a flag of unverified type gets the benefit of the doubt
         if base is not None and (base.boolean_optional or base.value_type == "any"):
             return base, True
     return None, False
+
+
+def _json_key(flag: str, table: dict[str, FlagInfo]) -> FlagInfo | None:
+    """The JSON flag behind vLLM's dotted form ``--compilation-config.mode`` (or
+    ``--json-arg.key+``, which appends to a list), else None."""
+    base, dot, _ = flag.partition(".")
+    info = table.get(base)
+    if dot and info is not None and info.value_type in _JSON_TYPES:
+        return info
+    return None
 
 
 def check_argv(argv: list[str], version: str) -> list[FlagProblem]:
     """Problems `vllm serve` of `version` would have with argv (no "vllm", "serve").
 
     The first positional argument is the model. Every "--flag [value]" and
-    "--flag=value" is checked: known to the version, value of the right type,
-    not given twice. An empty list means the argv is clean.
+    "--flag=value" is checked: known to the version, given the values its arity
+    asks for (none for a switch), each of the right type or one of the choices,
+    not given twice. vLLM's dotted keys of JSON flags ("--compilation-config.mode 3")
+    are accepted unchecked. An empty list means the argv is clean.
     Raises ValueError for a version outside SUPPORTED_VERSIONS.
     """
     table = flag_table(version)
@@ -244,6 +297,11 @@ def check_argv(argv: list[str], version: str) -> list[FlagProblem]:
                 i += 1  # its value, so it is not reported as a stray positional
             continue
         info, negated = _lookup(flag, table)
+        if info is None and _json_key(flag, table) is not None:
+            # one key of a JSON flag; vLLM merges the keys, so repeats are fine
+            if not has_inline and i < len(argv) and not _looks_like_flag(argv[i]):
+                i += 1
+            continue
         if info is None:
             problems.append(FlagProblem(flag, _unknown_message(flag, version, table)))
             if not has_inline and i < len(argv) and not _looks_like_flag(argv[i]):
@@ -273,7 +331,8 @@ def check_argv(argv: list[str], version: str) -> list[FlagProblem]:
             values.append(argv[i])
             i += 1
         if not values:
-            problems.append(FlagProblem(flag, f"{flag} needs a value"))
+            if not info.optional_value:
+                problems.append(FlagProblem(flag, f"{flag} needs a value"))
             continue
         for value in values:
             problem = _value_problem(info, value)

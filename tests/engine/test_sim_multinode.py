@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from engine.agent import ranks_joined
 from engine.sim import state
 from tests.engine.test_sim_vllm import (
     SimProcess,
@@ -20,6 +21,8 @@ from tests.engine.test_sim_vllm import (
 )
 
 FAST = {"SIM_TIME_SCALE": "0.05", "SIM_LOAD_S": "2"}  # 0.1 s load per rank
+# vLLM logs the engine handshake at DEBUG only (v1/engine/utils.py)
+DEBUG = {**FAST, "VLLM_LOGGING_LEVEL": "DEBUG"}
 
 
 def dp_args(port: int, rpc: int, rank: int) -> list[str]:
@@ -47,25 +50,42 @@ def test_it_turns_healthy_after_the_last_rank_and_dies_with_a_rank(
 ) -> None:
     port, rpc = free_port(), free_port()
     procs: list[SimProcess] = []
+    argv = ["vllm", "serve", *dp_args(port, rpc, 0)]
     try:
-        head = SimProcess(dp_args(port, rpc, 0), tmp_path / "rank0.log", FAST)
+        head = SimProcess(dp_args(port, rpc, 0), tmp_path / "rank0.log", DEBUG)
         procs.append(head)
-        head.wait_for_log("Starting vLLM API server 0")
         head.wait_for_log(
             "Waiting for 0 local, 3 remote core engine proc(s) to connect."
         )
+        assert re.search(
+            r"\(APIServer pid=\d+\) DEBUG \d\d-\d\d [\d:]{8} \[v1/engine/utils\.py:\d+\] "
+            r"Waiting for 0 local, 3 remote core engine proc\(s\) to connect\.",
+            head.output(),
+        )
+        assert ranks_joined(argv, head.output().splitlines()) == 1
         for rank in (1, 2):
             procs.append(
                 SimProcess(dp_args(port, rpc, rank), tmp_path / f"rank{rank}.log", FAST)
             )
-            head.wait_for_log(f"Engine rank {rank} joined")
+            head.wait_for_log(f"HELLO from remote core engine process {rank}.")
+        head.wait_for_log(
+            "Waiting for 0 local, 1 remote core engine proc(s) to connect."
+        )
         time.sleep(0.5)  # ranks 1 and 2 loaded; rank 3 missing
         assert health(port) == 503
+        assert "Application startup complete." not in head.output()
+        assert ranks_joined(argv, head.output().splitlines()) == 3
         procs.append(SimProcess(dp_args(port, rpc, 3), tmp_path / "rank3.log", FAST))
         wait_health(port, 200, head)
+        out = head.output()
         assert sorted(
-            map(int, re.findall(r"Engine rank (\d+) joined", head.output()))
+            map(int, re.findall(r"HELLO from remote core engine process (\d+)\.", out))
         ) == [1, 2, 3]
+        # vLLM serves only once every engine is ready
+        assert out.index("READY from remote core engine process 3.") < out.index(
+            "Application startup complete."
+        )
+        assert ranks_joined(argv, out.splitlines()) == 4
         # requests spread over all four DP engines
         for _ in range(4):
             r = httpx.post(
@@ -158,11 +178,15 @@ def test_it_joins_in_nnodes_mode_on_the_master_port(tmp_path: Path) -> None:
         ]
         return serve_args(port, *extra, *(["--headless"] if rank else []))
 
-    head = SimProcess(args(0), tmp_path / "n0.log", FAST)
+    head = SimProcess(args(0), tmp_path / "n0.log", DEBUG)
     worker = SimProcess(args(1), tmp_path / "n1.log", FAST)
     try:
         wait_health(port, 200, head)
-        assert "Engine rank 1 joined" in head.output()
+        out = head.output()
+        # node ranks join torch.distributed, not the DP engine handshake
+        assert "remote core engine process" not in out
+        assert "Application startup complete." in out
+        assert ranks_joined(["vllm", "serve", *args(0)], out.splitlines()) == 2
         assert "headless multiproc executor" in worker.output()
     finally:
         head.stop()

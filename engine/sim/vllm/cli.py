@@ -115,12 +115,24 @@ class ServeArgs:
         return self.served_model_name or self.model
 
 
-def _human_int(value: str) -> int:
-    """vLLM accepts --max-model-len 32k / 1m / 25.6k as well as plain integers."""
-    v = value.strip().lower()
-    for suffix, mult in (("k", 1000), ("m", 1_000_000)):
+def _human_int(value: str, default: int) -> int:
+    """vLLM's human-readable integers: 32k (1000s), 32K (1024s), 25.6k, 1M, 1G.
+
+    --max-model-len also takes "auto" / -1 (the model's own limit): ``default``.
+    """
+    v = value.strip()
+    if v in ("auto", "-1"):
+        return default
+    for suffix, decimal, binary in (
+        ("k", 1000, 1 << 10),
+        ("m", 1000_000, 1 << 20),
+        ("g", 1000_000_000, 1 << 30),
+        ("t", 1000_000_000_000, 1 << 40),
+    ):
         if v.endswith(suffix):
-            return int(float(v[:-1]) * mult)
+            return int(float(v[:-1]) * decimal)
+        if v.endswith(suffix.upper()):
+            return int(v[:-1]) * binary
     return int(v)
 
 
@@ -154,12 +166,16 @@ def build_parser(version: str) -> argparse.ArgumentParser:
             )
             parser.add_argument(*names, dest=dest, action=action, default=None)
         elif info.value_type == "any":
-            # type unknown: a switch or a valued flag; either form is accepted
+            # type unverified: a switch or a valued flag; either form is accepted
             parser.add_argument(
                 *names, dest=dest, nargs="?", const="True", default=None
             )
             parser.add_argument(
                 "--no-" + name[2:], dest=dest, action="store_const", const="False"
+            )
+        elif info.optional_value:
+            parser.add_argument(
+                *names, dest=dest, nargs="?", const="True", default=None
             )
         elif info.multiple:
             parser.add_argument(*names, dest=dest, nargs="+", default=None)
@@ -170,11 +186,34 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _without_json_keys(argv: list[str], version: str) -> list[str]:
+    """argv less vLLM's dotted JSON keys (``--compilation-config.mode 3``).
+
+    vLLM's parser folds them into their JSON flag; argparse has no such option, and
+    the simulator acts on none of them (engine.flags still sees the full argv).
+    """
+    table = flags.flag_table(version)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        flag, eq, _ = token.partition("=")
+        base, dot, _ = flag.partition(".")
+        info = table.get(base)
+        if dot and info is not None and info.value_type in ("json", "json-or-str"):
+            if not eq and i < len(argv) and not argv[i].startswith("--"):
+                i += 1  # the key's value
+            continue
+        out.append(token)
+    return out
+
+
 def parse_serve_args(argv: list[str], version: str | None = None) -> ServeArgs:
     """Parse a `vllm serve` argv (no "vllm serve"); exits 2 like argparse on errors."""
     version = version or sim_version()
     parser = build_parser(version)
-    ns = parser.parse_args(argv)
+    ns = parser.parse_args(_without_json_keys(argv, version))
     if ns.model_tag is None:
         parser.error("the following arguments are required: model_tag")
     for problem in flags.check_argv(argv, version):
@@ -212,9 +251,11 @@ def parse_serve_args(argv: list[str], version: str | None = None) -> ServeArgs:
         master_port=int(get("master_port", "29501")),
         headless=bool(a.get("headless")),
         api_server_count=opt_int("api_server_count"),
-        max_model_len=_human_int(get("max_model_len", "32768")),
+        max_model_len=_human_int(get("max_model_len", "32768"), 32768),
         max_num_seqs=int(get("max_num_seqs", "256")),
-        max_num_batched_tokens=opt_int("max_num_batched_tokens"),
+        max_num_batched_tokens=None
+        if a.get("max_num_batched_tokens") is None
+        else _human_int(str(a["max_num_batched_tokens"]), 8192),
         gpu_memory_utilization=float(get("gpu_memory_utilization", "0.9")),
         enable_prefix_caching=a.get("enable_prefix_caching") is not False,
         enable_expert_parallel=bool(a.get("enable_expert_parallel")),

@@ -7,6 +7,11 @@ the init reply, loads, says READY and then sends a heartbeat every 0.5 s. The he
 sends each rank its load and, when it stops cleanly, SHUTDOWN; a head that dies just
 closes the socket and the headless rank exits non-zero.
 
+Like vLLM's ``wait_for_engine_startup`` (vllm/v1/engine/utils.py), the head logs each
+DP engine's HELLO and READY at DEBUG ("HELLO from remote core engine process 1.");
+the "Waiting for … core engine proc(s) …" poll lines are node.py's. Node ranks of
+``--nnodes`` mode join torch.distributed in vLLM, not this handshake: no such lines.
+
 Messages (one JSON object per line), headless → head:
 ``{"type": "hello", "ranks": [1], "node": "ascend-02", "link_mode": "hccs",
 "hccs_loss_pct": 0.0}``,
@@ -26,6 +31,8 @@ from typing import Any
 from engine.sim.vllm.logs import VllmLog
 
 HEARTBEAT_S = 0.5
+# where vLLM logs the handshake messages (vllm/v1/engine/utils.py)
+HANDSHAKE_AT = "v1/engine/utils.py:944"
 
 
 def _encode(msg: dict[str, Any]) -> bytes:
@@ -56,6 +63,7 @@ class HeadRendezvous:
         log: VllmLog,
         on_peer_change: Callable[[Peer | None], None],
         on_dead: Callable[[str], None],
+        dp_handshake: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -63,6 +71,8 @@ class HeadRendezvous:
         self.log = log
         self.on_peer_change = on_peer_change  # called with a peer on join/heartbeat
         self.on_dead = on_dead  # called with a reason when a joined rank drops
+        self.dp_handshake = dp_handshake  # False: --nnodes node ranks, not DP engines
+        self.news = asyncio.Event()  # set on every HELLO and READY
         self.peers: list[Peer] = []
         self.closing = False
         self._server: asyncio.Server | None = None
@@ -79,24 +89,20 @@ class HeadRendezvous:
     def all_loaded(self) -> bool:
         return self.all_joined and all(p.loaded for p in self.peers)
 
+    @property
+    def unconnected(self) -> int:
+        """Remote ranks that have not said HELLO yet."""
+        return len(set(self.expected) - set(self.joined_ranks))
+
+    @property
+    def unready(self) -> int:
+        """Remote ranks connected but not READY yet."""
+        return sum(len(p.ranks) for p in self.peers if not p.loaded)
+
     async def start(self) -> None:
         """Bind the handshake socket; raises OSError if the address is taken."""
         # rank 0 must bind before headless ranks; they give up after 5 min
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
-
-    async def wait_log(self) -> None:
-        """Log vLLM's "Waiting for … to connect" line until every rank joined."""
-        while not self.all_joined and not self.closing:
-            missing = len(set(self.expected) - set(self.joined_ranks))
-            self.log.info(
-                "utils.py:803",
-                f"Waiting for 0 local, {missing} remote core engine proc(s) to "
-                "connect.",
-            )
-            for _ in range(20):
-                if self.all_joined or self.closing:
-                    return
-                await asyncio.sleep(0.5)
 
     def send_load(self, load_of: Callable[[int], float]) -> None:
         """Tell every headless process the mean load of its ranks."""
@@ -117,6 +123,15 @@ class HeadRendezvous:
             p.writer.close()
         if self._server is not None:
             self._server.close()
+
+    def _handshake(self, status: str, ranks: list[int]) -> None:
+        """vLLM's DEBUG line per handshake message, and news for the startup poll."""
+        if self.dp_handshake:
+            for r in ranks:
+                self.log.debug(
+                    HANDSHAKE_AT, f"{status} from remote core engine process {r}."
+                )
+        self.news.set()
 
     @staticmethod
     def _send(writer: asyncio.StreamWriter, msg: dict[str, Any]) -> None:
@@ -159,14 +174,7 @@ class HeadRendezvous:
         )
         self.peers.append(peer)
         self._send(writer, {"type": "init"})
-        for r in ranks:
-            # the console counts joined ranks with the regex r"Engine rank (\d+) joined"
-            self.log.info(
-                "utils.py:826",
-                f"Engine rank {r} joined from {peer.node or 'remote'} "
-                f"({len(self.joined_ranks)}/{len(self.expected)} remote ranks "
-                "connected).",
-            )
+        self._handshake("HELLO", ranks)
         self.on_peer_change(peer)
         while True:
             try:
@@ -181,9 +189,7 @@ class HeadRendezvous:
                 continue
             if msg.get("type") == "ready":
                 peer.loaded = True
-                self.log.info(
-                    "core_client.py:720", f"Remote engine rank(s) {ranks} ready."
-                )
+                self._handshake("READY", ranks)
             elif msg.get("type") == "hb":
                 peer.link_mode = str(msg.get("link_mode", peer.link_mode))
                 peer.loss_pct = float(msg.get("hccs_loss_pct", peer.loss_pct))

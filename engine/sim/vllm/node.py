@@ -23,6 +23,7 @@ from aiohttp import web
 from engine.sim import state
 from engine.sim.vllm.cli import ServeArgs
 from engine.sim.vllm.cluster import (
+    HANDSHAKE_AT,
     HEARTBEAT_S,
     HandshakeTimeout,
     HeadRendezvous,
@@ -35,6 +36,9 @@ from engine.sim.vllm.metrics import EngineMetrics
 from engine.sim.vllm.model import ModelParams
 from engine.sim.vllm.runtime import LinkState, SimEngine
 from engine.sim.vllm.server import ServerState, build_app
+
+# vLLM's STARTUP_POLL_PERIOD_MS (vllm/v1/engine/utils.py), in simulated seconds
+STARTUP_POLL_S = 10.0
 
 
 def _env_float(name: str, default: float) -> float:
@@ -235,7 +239,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
         time_scale=env.time_scale,
         links=links,
     )
-    flags = {"loaded": False, "dead": False}
+    flags = {"loaded": False, "dead": False, "serving": False}
 
     def on_peer(peer: Peer | None) -> None:
         if peer is not None:
@@ -267,6 +271,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
             log=log,
             on_peer_change=on_peer,
             on_dead=on_dead,
+            dp_handshake=not args.nnodes_mode,
         )
         try:
             await rdv.start()
@@ -280,7 +285,8 @@ async def run_head(args: ServeArgs, env: Env) -> int:
             return 1
 
     def healthy() -> bool:
-        return flags["loaded"] and not flags["dead"] and (rdv is None or rdv.all_loaded)
+        # /health turns 200 only after the API server's startup lines, as in vLLM
+        return flags["serving"] and not flags["dead"]
 
     app = build_app(ServerState(args=args, engine=engine, healthy=healthy))
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -298,14 +304,24 @@ async def run_head(args: ServeArgs, env: Env) -> int:
         reporter.close()
         return 1
     engine.start()
-    log.info(
-        "api_server.py:1971", f"Starting vLLM API server 0 on http://{host}:{args.port}"
-    )
-    for _ in range(max(args.api_server_count or 1, 1)):  # one pair per API server
-        uvicorn(f"Started server process [{os.getpid()}]")
-        uvicorn("Waiting for application startup.")
-        uvicorn("Application startup complete.")
-    uvicorn(f"Uvicorn running on http://{host}:{args.port} (Press CTRL+C to quit)")
+    # the head's own DP engines (in --nnodes mode the remote ranks are nodes)
+    own = [r for r in range(engines) if args.nnodes_mode or r not in args.remote_ranks]
+    news = rdv.news if rdv is not None else asyncio.Event()
+    for r in own:
+        log.debug(HANDSHAKE_AT, f"HELLO from local core engine process {r}.")
+
+    def serving() -> None:
+        """vLLM starts its API server once every engine is ready, then uvicorn's lines."""
+        log.info(
+            "api_server.py:1971",
+            f"Starting vLLM API server 0 on http://{host}:{args.port}",
+        )
+        for _ in range(max(args.api_server_count or 1, 1)):  # one pair per API server
+            uvicorn(f"Started server process [{os.getpid()}]")
+            uvicorn("Waiting for application startup.")
+            uvicorn("Application startup complete.")
+        uvicorn(f"Uvicorn running on http://{host}:{args.port} (Press CTRL+C to quit)")
+        flags["serving"] = True
 
     async def load_model() -> None:
         secs = (env.load_s + faults.slow_start_s) * env.time_scale
@@ -316,6 +332,43 @@ async def run_head(args: ServeArgs, env: Env) -> int:
             "init engine (profile, create kv cache, warmup model) took 0.00 seconds",
         )
         flags["loaded"] = True
+        if not args.nnodes_mode:
+            for r in own:
+                log.debug(HANDSHAKE_AT, f"READY from local core engine process {r}.")
+            news.set()
+
+    async def startup_poll() -> None:
+        """vLLM's wait_for_engine_startup: after every poll period without a handshake
+        message, DEBUG lines naming the engines not yet connected and those not yet
+        ready (local = this node's, remote = the headless ranks')."""
+        dp = rdv is not None and not args.nnodes_mode
+        while True:
+            local_ready = flags["loaded"] and (
+                not args.nnodes_mode or rdv is None or rdv.all_loaded
+            )
+            local = 0 if local_ready else len(own)
+            connect = rdv.unconnected if dp and rdv is not None else 0
+            start = rdv.unready if dp and rdv is not None else 0
+            if not (local or connect or start) or flags["dead"]:
+                return
+            try:
+                await asyncio.wait_for(news.wait(), STARTUP_POLL_S * env.time_scale)
+                news.clear()
+                continue
+            except TimeoutError:
+                pass
+            if connect:
+                log.debug(
+                    "v1/engine/utils.py:857",
+                    f"Waiting for 0 local, {connect} remote core engine proc(s) to "
+                    "connect.",
+                )
+            if local or start:
+                log.debug(
+                    "v1/engine/utils.py:862",
+                    f"Waiting for {local} local, {start} remote core engine proc(s) "
+                    "to start.",
+                )
 
     async def report_loop() -> None:
         announced = False
@@ -333,10 +386,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
             else:
                 phase = "ready"
                 if not announced:
-                    log.info(
-                        "api_server.py:1990",
-                        f"All {engines} engine(s) ready; /health is OK.",
-                    )
+                    serving()
                     announced = True
             local = [
                 r
@@ -356,9 +406,11 @@ async def run_head(args: ServeArgs, env: Env) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop, sig.name)
-    tasks = [asyncio.create_task(load_model()), asyncio.create_task(report_loop())]
-    if rdv is not None:
-        tasks.append(asyncio.create_task(rdv.wait_log()))
+    tasks = [
+        asyncio.create_task(load_model()),
+        asyncio.create_task(report_loop()),
+        asyncio.create_task(startup_poll()),
+    ]
     code = await done
     for t in tasks:
         t.cancel()
