@@ -31,6 +31,7 @@ def test_a_start_on_a_serving_cluster_is_refused_naming_restart(
             f"/api/clusters/{cluster.name}/operations/",
             {"kind": "start"},
             format="json",
+            HTTP_ACCEPT_LANGUAGE="en",
         )
         assert answer.status_code == 400, answer.content
         assert list(answer.json()) == ["kind"] and "restart" in answer.json()["kind"][0]

@@ -24,7 +24,7 @@ from tests.e2e.test_dashboard import (
 )
 from tests.factories import make_user
 from tests.integration.test_agent import wait_for
-from tests.playground.conftest import running_cluster, sim_engine
+from tests.playground.conftest import MODEL, running_cluster, sim_engine
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -47,7 +47,7 @@ def test_it_streams_an_answer_shows_ttft_and_stops_mid_answer(tmp_path: Path) ->
 
     make_user("chatter", "operator")
     with ExitStack() as stack:
-        engine = stack.enter_context(sim_engine("0.3"))
+        engine = stack.enter_context(sim_engine(MODEL, time_scale="0.3"))
         cluster = running_cluster(engine, name="pg-e2e")
         base = stack.enter_context(uvicorn_server())
         pw = stack.enter_context(sync_playwright())
