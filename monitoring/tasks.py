@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from console.celery import app, node_queue
+from console.services.agents import result_wait
 from monitoring import selectors
 from monitoring.alerts.tasks import alerts_evaluate_task
 from monitoring.ingest import (
@@ -121,9 +122,8 @@ def collect_all(
             node_id = int(key.split(":", 1)[0])
             async_result = AsyncResult(entry["id"], app=app)
             try:
-                sample = async_result.get(
-                    timeout=max(0.01, deadline - time.monotonic()),
-                    disable_sync_subtasks=False,
+                sample = result_wait(
+                    async_result, max(0.01, deadline - time.monotonic())
                 )
                 results.append(NodeResult(node_id, sample=sample))
             except (TimeoutError, CeleryTimeoutError):

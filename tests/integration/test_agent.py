@@ -223,3 +223,19 @@ def test_it_injects_faults_that_the_tools_then_show(tmp_path: Path) -> None:
         assert {p["link"] for p in agent_call("sim-07", "node.collect")["roce"]} == {
             "UP"
         }
+
+
+def test_many_threads_of_one_process_all_get_their_answers(tmp_path: Path) -> None:
+    """The control worker waits for agents from several threads at once (an operation
+    and a collect round side by side); each must get its own answer (celery#3761)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with agent_worker("solo-04", extra_env={"SIM_STATE_DIR": str(tmp_path)}):
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(
+                pool.map(
+                    lambda _: agent_call("solo-04", "node.heartbeat", timeout=20),
+                    range(32),
+                )
+            )
+    assert len(answers) == 32 and {a["node"] for a in answers} == {"solo-04"}

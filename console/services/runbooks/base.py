@@ -16,7 +16,7 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
-from console.services.agents import AgentUnreachable, agent_call
+from console.services.agents import AgentUnreachable, agent_call, result_wait
 from console.services.operations import (
     operation_publish,
 )
@@ -144,9 +144,8 @@ class RunbookBase:
         answers: dict[str, Any] = {}
         for name, result in pending.items():
             try:
-                answers[name] = result.get(
-                    timeout=max(0.1, deadline - time.monotonic()),
-                    disable_sync_subtasks=False,
+                answers[name] = result_wait(
+                    result, max(0.1, deadline - time.monotonic())
                 )
             except Exception as exc:  # timeout or the agent's own error: both are evidence for the operator
                 is_timeout = "TimeoutError" in type(exc).__name__
