@@ -243,10 +243,29 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
+# channels-redis waits for a consumer's next message with BZPOPMIN for up to
+# `brpop_timeout` = 5 s (channels_redis/core.py), and redis-py >= 6 gives every client a
+# default socket_timeout of 5 s (redis/_defaults.py DEFAULT_SOCKET_TIMEOUT). On an idle
+# channel the read then races the blocking pop, raises TimeoutError in Channels'
+# await_many_dispatch, and the WebSocket drops without a close frame. The layer's read
+# timeout must outlast the blocking pop; keepalive still notices a dead Redis.
+CHANNEL_LAYER_SOCKET_TIMEOUT_S = env_int("CHANNEL_LAYER_SOCKET_TIMEOUT_S", 30, minimum=10)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        "CONFIG": {
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT_S,
+                    "socket_connect_timeout": 5,
+                    "socket_keepalive": True,
+                    "health_check_interval": 15,
+                }
+            ],
+            "capacity": 1500,
+            "expiry": 30,
+        },
     }
 }
 

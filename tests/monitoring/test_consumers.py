@@ -121,3 +121,31 @@ async def test_it_pushes_an_ingested_round_to_its_cluster_only(
     assert await theirs.receive_nothing(timeout=0.5)
     await mine.disconnect()
     await theirs.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_it_keeps_a_socket_open_on_an_idle_channel_layer(
+    cluster: Any, viewer: Any
+) -> None:
+    """An idle socket outlives the channel layer's blocking read several times over.
+
+    channels-redis blocks in BZPOPMIN for 5 s per receive and redis-py's default read
+    timeout is also 5 s: with the defaults the consumer died with TimeoutError after
+    about 5 idle seconds and every live page dropped its socket.
+    """
+    import asyncio
+
+    headers = await sync_to_async(session_headers)(viewer)
+    comm = WebsocketCommunicator(
+        application, f"/ws/clusters/{cluster.pk}/", headers=headers
+    )
+    assert (await comm.connect())[0]
+    assert (await comm.receive_json_from(timeout=5))["type"] == "hello"
+    await asyncio.sleep(16)  # > 3 blocking pops with nothing to read
+    assert not comm.future.done(), comm.future.exception()
+    await sync_to_async(publish)(
+        f"cluster-{cluster.pk}", "cluster.state", {"state": "running"}
+    )
+    message = await comm.receive_json_from(timeout=5)
+    assert message["type"] == "cluster.state" and message["state"] == "running"
+    await comm.disconnect()
