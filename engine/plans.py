@@ -28,6 +28,22 @@ LINK_ENV = {
     "roce": {"HCCL_INTRA_PCIE_ENABLE": "0", "HCCL_INTRA_ROCE_ENABLE": "1"},
 }
 
+# vLLM's front end waits VLLM_ENGINE_READY_TIMEOUT_S for the engine cores (vllm/envs.py,
+# default 600 s) and then raises TimeoutError; a 397B checkpoint on 4 nodes loads for
+# longer. The vllm-ascend Qwen3.5-397B-A17B tutorial sets 30000
+# (vllm-project/vllm-ascend docs/source/tutorials/models/Qwen3.5-397B-A17B.md §5.4.1
+# @182b75ea; shared/reference/vllm-facts.md "DP / headless mode").
+ENGINE_READY_TIMEOUT_S = 30000
+
+# Why every rank of one engine must carry the same HCCL_INTRA_* pair.
+LINK_PAIR_REASON = (
+    "vllm-ascend reads HCCL_INTRA_PCIE_ENABLE/HCCL_INTRA_ROCE_ENABLE in every rank "
+    "(vllm_ascend/utils.py is_hierarchical_communication_enabled) to decide whether the "
+    "MoE dispatch/combine passes expert_scales (ops/fused_moe/token_dispatcher.py "
+    "need_expert_scale), so ranks with different pairs run one EP group with "
+    "inconsistent MC2 arguments"
+)
+
 # Set per node by the plan; one profile-wide extra_env value would be wrong somewhere.
 PLAN_ENV = (
     "HCCL_IF_IP",
@@ -479,6 +495,9 @@ def _node_env(profile: ProfileSpec, node: NodeSpec, used: int) -> dict[str, str]
         "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
         # the NPUs this node's ranks use
         "ASCEND_RT_VISIBLE_DEVICES": ",".join(str(i) for i in range(used)),
+        # vLLM raises TimeoutError after 600 s of engine start by default (see the
+        # constant); a profile's extra_env may set another value
+        "VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S),
     }
     # intra-server link: HCCS or RoCE
     env.update(LINK_ENV[node.link_mode])
@@ -528,6 +547,31 @@ def _check_extras(profile: ProfileSpec, errors: dict[str, list[str]]) -> None:
             )
 
 
+def link_pair_errors(plans: list[NodePlan]) -> list[str]:
+    """Refusals for an engine whose ranks carry different HCCL_INTRA_* pairs.
+
+    Every node plan of one engine must have the same (HCCL_INTRA_PCIE_ENABLE,
+    HCCL_INTRA_ROCE_ENABLE) pair; see LINK_PAIR_REASON. Returns [] when consistent.
+    """
+    pairs: dict[tuple[str | None, str | None], list[str]] = defaultdict(list)
+    for plan in plans:
+        pair = (
+            plan.env.get("HCCL_INTRA_PCIE_ENABLE"),
+            plan.env.get("HCCL_INTRA_ROCE_ENABLE"),
+        )
+        pairs[pair].append(plan.name)
+    if len(pairs) <= 1:
+        return []
+    listed = "; ".join(
+        f"PCIE={p or 'unset'} ROCE={r or 'unset'} on {', '.join(names)}"
+        for (p, r), names in pairs.items()
+    )
+    return [
+        f"the engine's ranks carry different HCCL link settings ({listed}); set the "
+        f"same link_mode on every node: {LINK_PAIR_REASON}."
+    ]
+
+
 def build_plan(
     cluster: str, nodes: list[NodeSpec], profile: ProfileSpec
 ) -> ClusterPlan:
@@ -564,6 +608,8 @@ def build_plan(
                 env=_node_env(profile, node, used_npus),
             )
         )
+    for problem in link_pair_errors(plans):
+        errors["link_mode"].append(problem)
     fit = estimate_fit(
         profile, min(node.hbm_gb for node in ordered), ordered[0].npu_count, n
     )

@@ -145,7 +145,8 @@ def test_it_emits_only_flags_the_target_version_has(profile: ProfileSpec) -> Non
 
 def test_it_sets_the_node_environment() -> None:
     nodes = demo_nodes()
-    nodes[2].link_mode = "roce"
+    for node in nodes:
+        node.link_mode = "roce"
     plan = build_plan(
         "qwen35-prod",
         nodes,
@@ -166,9 +167,27 @@ def test_it_sets_the_node_environment() -> None:
     assert (
         plan.nodes[0].env["HCCL_INTRA_PCIE_ENABLE"],
         plan.nodes[0].env["HCCL_INTRA_ROCE_ENABLE"],
-    ) == ("1", "0")
+    ) == ("0", "1")
     assert third["VLLM_ENGINE_READY_TIMEOUT_S"] == "1800"
     assert third["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+
+
+def test_it_sets_the_engine_ready_timeout_of_the_vllm_ascend_tutorial() -> None:
+    # vLLM's 600 s default would raise TimeoutError while a 397B model loads
+    plan = build_plan("qwen35-prod", demo_nodes(), demo_profile())
+    assert {n.env["VLLM_ENGINE_READY_TIMEOUT_S"] for n in plan.nodes} == {"30000"}
+
+
+def test_it_refuses_an_engine_whose_ranks_carry_different_link_pairs() -> None:
+    nodes = demo_nodes()
+    nodes[2].link_mode = "roce"
+    with pytest.raises(PlanError) as exc:
+        build_plan("qwen35-prod", nodes, demo_profile())
+    message = " ".join(exc.value.errors["link_mode"])
+    assert "PCIE=0 ROCE=1 on ascend-03" in message
+    assert "PCIE=1 ROCE=0 on ascend-01, ascend-02, ascend-04" in message
+    assert "is_hierarchical_communication_enabled" in message
+    assert "need_expert_scale" in message
 
 
 def test_it_builds_the_w8a8_standby_pair() -> None:

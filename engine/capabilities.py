@@ -1,0 +1,350 @@
+"""What each Ascend server model can do about an HCCS link fault, with the source of each fact.
+
+The console's first instinct for HCCS loss is "move intra-server traffic to RoCE"
+(``HCCL_INTRA_PCIE_ENABLE=0 HCCL_INTRA_ROCE_ENABLE=1``). Whether HCCL honours that
+switch depends on the server model, so the remedy is chosen from this table, and
+stated before anything restarts. Pure data and pure functions: no I/O, no Django.
+
+Sources (cited by key in every entry):
+
+- ``hccl-env-doc``: hicann/hccl ``docs/zh/user_guide/hccl_env/HCCL_INTRA_ROCE_ENABLE.md``
+  (@1bb23ddb), section 产品支持情况: "Atlas A2系列产品：仅支持此处理器型号下的 Atlas
+  200T A2 Box16异构子框"; "Atlas训练系列产品：仅支持此处理器型号下的 Atlas 300T Pro训练卡";
+  "Atlas A3系列产品：仅在使用LLM-DataDist作为集群管理组件的场景下生效" (on 800T/800I A3
+  "HCCL通信不受影响").
+- ``hccl-channel``: hicann/hccl ``src/ops/op_common/executor/channel/channel.cc``
+  (~164-172): on 910B the level-1 RDMA choice is ``serverNum > 1 || (serverNum == 1
+  && isDiffDeviceModule && GetExternalInputIntraRoceSwitch() > 0)``, so a server with
+  one HCCS module keeps its intra-server traffic on HCCS whatever the switch says.
+- ``npucli-types``: hicann/driver ``npu_cmd_parse.c`` ``g_type_info_map_list``: ``-t hccs``
+  is limited to 910B / 910_93 / 310P, ``-t hccs-bw`` to 910B / 910_93
+  (shared/reference/ascend-facts.md §1.1, §2). Drivers before ~23.0.6 lack ``-t hccs``
+  altogether (``npu-smi info -h`` of 23.0.rc2 ends at ``topo``), so presence is also
+  probed at run time (collect's ``hccs_unsupported``).
+- ``hccn-910b``: hicann/driver ``src/custom/network/hccn/ascend910B/hccn_tool`` ``-stat -g``
+  (ascend-facts.md §3): the RoCE counters on A2/A3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SOURCES: dict[str, str] = {
+    "hccl-env-doc": (
+        "hicann/hccl docs/zh/user_guide/hccl_env/HCCL_INTRA_ROCE_ENABLE.md "
+        "(产品支持情况) @1bb23ddbf917"
+    ),
+    "hccl-channel": (
+        "hicann/hccl src/ops/op_common/executor/channel/channel.cc ~164-172 "
+        "(isA2UsedRdma: one-module server stays on HCCS)"
+    ),
+    "npucli-types": (
+        "hicann/driver src/custom/dev_prod/user/npucli/src/npu_cmd_parse.c "
+        "g_type_info_map_list (hccs: 910B/910_93/310P; hccs-bw: 910B/910_93)"
+    ),
+    "hccn-910b": (
+        "hicann/driver src/custom/network/hccn/ascend910B/hccn_tool tool.c "
+        "tool_display_roce_info (-stat -g)"
+    ),
+    "vllm-ascend-mc2": (
+        "vllm-project/vllm-ascend vllm_ascend/utils.py is_hierarchical_communication_enabled "
+        "-> vllm_ascend/ops/fused_moe/token_dispatcher.py need_expert_scale @182b75ea"
+    ),
+}
+
+# The switch's effect on the generic HCCL collective path of this server model.
+HONOURED, IGNORED, UNKNOWN = "honoured", "ignored", "unknown"
+# Whether a remedy can have an effect here.
+YES, NO = "yes", "no"  # or UNKNOWN
+
+UNKNOWN_MODEL = "unknown"
+
+
+@dataclass(frozen=True)
+class ServerCapability:
+    """One server model's link facts. ``sources`` maps each fact to a SOURCES key."""
+
+    key: str
+    label: str
+    family: str  # "A2" | "A3" | "training" | "unknown"
+    chip: str  # npu-smi chip family: 910B | 910_93 | 910 | ?
+    hccs_modules: int | None  # HCCS modules (full-mesh groups) in one server
+    roce_switch: str  # HONOURED | IGNORED | UNKNOWN
+    roce_switch_why: str
+    hccs_counters: bool | None  # npu-smi info -t hccs exists for this chip
+    hccs_bw: bool | None  # npu-smi info -t hccs-bw exists for this chip
+    roce_counters: bool | None  # hccn_tool -stat -g
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_A2_ONE_MODULE_WHY = (
+    "HCCL ignores HCCL_INTRA_ROCE_ENABLE on this server: the HCCL env-var doc supports "
+    "it on Atlas A2 only for the Atlas 200T A2 Box16, and HCCL's channel code keeps a "
+    "server with one HCCS module on HCCS (isA2UsedRdma needs isDiffDeviceModule)."
+)
+_A3_WHY = (
+    "On Atlas 800T/800I A3 the switch only affects LLM-DataDist traffic; the HCCL env-var "
+    "doc says HCCL communication is not affected (HCCL通信不受影响)."
+)
+_LINK_SOURCES = {
+    "roce_switch": ("hccl-env-doc", "hccl-channel"),
+    "hccs_counters": ("npucli-types",),
+    "hccs_bw": ("npucli-types",),
+    "roce_counters": ("hccn-910b",),
+}
+
+CAPABILITIES: dict[str, ServerCapability] = {
+    c.key: c
+    for c in (
+        ServerCapability(
+            key="atlas-800t-a2",
+            label="Atlas 800T A2",
+            family="A2",
+            chip="910B",
+            hccs_modules=1,  # 8 NPUs, 7 HCCS links each, one full mesh
+            roce_switch=IGNORED,
+            roce_switch_why=_A2_ONE_MODULE_WHY,
+            hccs_counters=True,
+            hccs_bw=True,
+            roce_counters=True,
+            sources=_LINK_SOURCES,
+        ),
+        ServerCapability(
+            key="atlas-800i-a2",
+            label="Atlas 800I A2",
+            family="A2",
+            chip="910B",
+            hccs_modules=1,
+            roce_switch=IGNORED,
+            roce_switch_why=_A2_ONE_MODULE_WHY,
+            hccs_counters=True,
+            hccs_bw=True,
+            roce_counters=True,
+            sources=_LINK_SOURCES,
+        ),
+        ServerCapability(
+            key="atlas-200t-a2-box16",
+            label="Atlas 200T A2 Box16",
+            family="A2",
+            chip="910B",
+            hccs_modules=2,  # NPUs 0-7 and 8-15, joined by PCIe (env doc 使用约束)
+            roce_switch=HONOURED,
+            roce_switch_why=(
+                "The HCCL env-var doc names the Atlas 200T A2 Box16 as the A2 server where "
+                "HCCL_INTRA_ROCE_ENABLE is supported, and HCCL's channel code moves a "
+                "two-module server's intra-server traffic to RDMA when the switch is on."
+            ),
+            hccs_counters=True,
+            hccs_bw=True,
+            roce_counters=True,
+            sources=_LINK_SOURCES,
+        ),
+        ServerCapability(
+            key="atlas-300t-pro",
+            label="Atlas 300T Pro",
+            family="training",
+            chip="910",
+            hccs_modules=None,
+            roce_switch=HONOURED,
+            roce_switch_why=(
+                "The HCCL env-var doc names the Atlas 300T Pro training card as the Atlas "
+                "training product where HCCL_INTRA_ROCE_ENABLE is supported."
+            ),
+            # -t hccs / -t hccs-bw are not built for the 910 training chip (npucli-types)
+            hccs_counters=False,
+            hccs_bw=False,
+            roce_counters=True,
+            sources={**_LINK_SOURCES, "roce_switch": ("hccl-env-doc",)},
+        ),
+        ServerCapability(
+            key="atlas-800t-a3",
+            label="Atlas 800T A3",
+            family="A3",
+            chip="910_93",
+            hccs_modules=1,
+            roce_switch=IGNORED,
+            roce_switch_why=_A3_WHY,
+            hccs_counters=True,
+            hccs_bw=True,
+            roce_counters=True,
+            sources={**_LINK_SOURCES, "roce_switch": ("hccl-env-doc",)},
+        ),
+        ServerCapability(
+            key="atlas-800i-a3",
+            label="Atlas 800I A3",
+            family="A3",
+            chip="910_93",
+            hccs_modules=1,
+            roce_switch=IGNORED,
+            roce_switch_why=_A3_WHY,
+            hccs_counters=True,
+            hccs_bw=True,
+            roce_counters=True,
+            sources={**_LINK_SOURCES, "roce_switch": ("hccl-env-doc",)},
+        ),
+        ServerCapability(
+            key=UNKNOWN_MODEL,
+            label="Unknown server model",
+            family="unknown",
+            chip="?",
+            hccs_modules=None,
+            roce_switch=UNKNOWN,
+            roce_switch_why=(
+                "The server model is not known, and whether HCCL honours "
+                "HCCL_INTRA_ROCE_ENABLE depends on it (only the Atlas 200T A2 Box16 and "
+                "the Atlas 300T Pro per the HCCL env-var doc). Set the node's server model "
+                "(detected at preflight, or a site override) to enable the RoCE failover."
+            ),
+            hccs_counters=None,
+            hccs_bw=None,
+            roce_counters=None,
+            sources={"roce_switch": ("hccl-env-doc",)},
+        ),
+    )
+}
+
+SERVER_MODELS: tuple[str, ...] = tuple(CAPABILITIES)
+SERVER_MODEL_LABELS: dict[str, str] = {k: c.label for k, c in CAPABILITIES.items()}
+
+
+def capability(server_model: str | None) -> ServerCapability:
+    """The capability entry of ``server_model``; anything unrecognised is ``unknown``."""
+    return CAPABILITIES.get(server_model or UNKNOWN_MODEL, CAPABILITIES[UNKNOWN_MODEL])
+
+
+# ------------------------------------------------------------------ remedies
+
+ROCE_FAILOVER = "roce_failover"
+REPLACE_WITH_SPARE = "replace_with_spare"
+ESCALATE = "escalate"
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One remedy for an HCCS link fault on a node, as the console states it beforehand.
+
+    ``can_work``: YES / NO / UNKNOWN. Automatic mode runs only YES (see
+    :func:`automatic_remedies`). ``verifiable``: whether its effect can be checked
+    with this node's counters (False means the verdict will be "cannot verify").
+    ``restarts_engine`` and ``expected_downtime_s`` (the engine's last measured start
+    time, None when never measured) are what ask mode shows.
+    """
+
+    key: str
+    can_work: str
+    why: str
+    sources: tuple[str, ...]
+    restarts_engine: bool
+    verifiable: bool | None
+    expected_downtime_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["source_text"] = [SOURCES[s] for s in self.sources if s in SOURCES]
+        return d
+
+
+def remedies_for(
+    server_model: str | None,
+    *,
+    spare_available: bool,
+    hccs_counters_supported: bool | None = None,
+    last_start_s: float | None = None,
+    cann_version: str | None = None,
+) -> list[Remedy]:
+    """Ordered remedies for HCCS loss on a node of ``server_model``, each saying whether
+    it can have an effect here and why (with its sources).
+
+    - ``spare_available``: an idle spare of the same server model exists.
+    - ``hccs_counters_supported``: what the node's last sample said (collect's
+      ``not hccs_unsupported``); None = not known yet, the model's entry decides.
+    - ``last_start_s``: the engine's last measured start time (expected downtime of a
+      remedy that restarts it).
+    - ``cann_version``: recorded in the reason. The facts were read from the current
+      open-source HCCL (SOURCES); older CANN releases were not read.
+
+    The order is the one to try: a RoCE failover first only where HCCL honours the
+    switch; then drain + replace by a same-model spare; escalation always last.
+    """
+    cap = capability(server_model)
+    counters = (
+        cap.hccs_counters
+        if hccs_counters_supported is None
+        else hccs_counters_supported
+    )
+    cann = f" (this node runs CANN {cann_version})" if cann_version else ""
+    roce_can = {HONOURED: YES, IGNORED: NO}.get(cap.roce_switch, UNKNOWN)
+    roce_why = cap.roce_switch_why
+    if roce_can == YES:
+        roce_why += (
+            " The same HCCL_INTRA_PCIE_ENABLE=0 / HCCL_INTRA_ROCE_ENABLE=1 pair is applied "
+            "to every rank of the engine (vllm-ascend reads the pair in every rank to pick "
+            "the MoE dispatch/combine arguments)."
+        )
+        if not counters:
+            roce_why += (
+                " This node's HCCS counters are unsupported, so the switch cannot be "
+                "verified; the verdict will be 'cannot verify' and the next remedy follows."
+            )
+    roce = Remedy(
+        key=ROCE_FAILOVER,
+        can_work=roce_can,
+        why=roce_why + cann,
+        sources=cap.sources.get("roce_switch", ("hccl-env-doc",))
+        + (("vllm-ascend-mc2",) if roce_can == YES else ()),
+        restarts_engine=True,
+        verifiable=bool(counters) if counters is not None else None,
+        expected_downtime_s=last_start_s,
+    )
+    if spare_available:
+        spare_why = (
+            f"Drain this node and start the engine with an idle {cap.label} spare in its "
+            "rank: the faulty HCCS module leaves the engine, whatever HCCL does with the "
+            "switch. The spare must be the same server model, so the engine's ranks keep "
+            "one link layout."
+        )
+        spare_can = YES if cap.key != UNKNOWN_MODEL else UNKNOWN
+        if spare_can == UNKNOWN:
+            spare_why += (
+                " The server model is unknown, so 'same model' cannot be checked."
+            )
+    else:
+        spare_can = NO
+        spare_why = (
+            f"No idle spare of the same server model ({cap.label}) is available."
+        )
+    spare = Remedy(
+        key=REPLACE_WITH_SPARE,
+        can_work=spare_can,
+        why=spare_why,
+        sources=(),
+        restarts_engine=True,
+        verifiable=True,  # the spare's own HCCS counters / the loss alert resolving
+        expected_downtime_s=last_start_s,
+    )
+    escalate = Remedy(
+        key=ESCALATE,
+        can_work=YES,
+        why=(
+            "Raise the alert to an operator with the evidence (per-link HCCS counters, "
+            "loss rate) and the options above; nothing restarts."
+        ),
+        sources=(),
+        restarts_engine=False,
+        verifiable=None,
+        expected_downtime_s=0.0,
+    )
+    return [roce, spare, escalate] if roce_can == YES else [spare, roce, escalate]
+
+
+def automatic_remedies(remedies: list[Remedy]) -> list[Remedy]:
+    """The remedies automatic mode may run, in order: only those that can work (YES).
+
+    A remedy whose effect is NO or UNKNOWN on this hardware is never run automatically;
+    escalation is always last.
+    """
+    return [r for r in remedies if r.can_work == YES]
