@@ -608,8 +608,8 @@ def build_plan(
                 env=_node_env(profile, node, used_npus),
             )
         )
-    for problem in link_pair_errors(plans):
-        errors["link_mode"].append(problem)
+    for refusal in link_pair_errors(plans):
+        errors["link_mode"].append(refusal)
     fit = estimate_fit(
         profile, min(node.hbm_gb for node in ordered), ordered[0].npu_count, n
     )
