@@ -51,7 +51,12 @@ FAULT_FORMS: dict[str, str] = {
     "crash": "crash once|always",
     "slow-start": "slow-start SECONDS (0-3600)",
     "agent-stop": "agent-stop (no value)",
+    "hccs-unsupported": "hccs-unsupported (no value)",
 }
+
+# The demo's servers (engine/capabilities.py key). Whether the hardware honours
+# HCCL_INTRA_ROCE_ENABLE follows that model's capability entry.
+DEFAULT_SERVER_MODEL = "atlas-800t-a2"
 
 
 @dataclass
@@ -66,7 +71,17 @@ class NodeConfig:
         default_factory=list
     )  # sim only: loopback range, e.g. 127.10.1.1..8
     versions: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_VERSIONS))
-    honours_roce_switch: bool = True  # False = hardware ignores HCCL_INTRA_ROCE_ENABLE
+    server_model: str = DEFAULT_SERVER_MODEL  # capability key, e.g. atlas-200t-a2-box16
+    # None = as the server model's capability entry says; a bool forces it (tests)
+    honours_roce_switch: bool | None = None
+
+    def honours_switch(self) -> bool:
+        """Does this node's HCCL move intra-server traffic to RoCE when asked?"""
+        if self.honours_roce_switch is not None:
+            return self.honours_roce_switch
+        from engine.capabilities import HONOURED, capability
+
+        return capability(self.server_model).roce_switch == HONOURED
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -84,6 +99,8 @@ class Faults:
     crash: str | None = None  # "once" | "always"
     slow_start_s: float = 0.0
     agent_stop: bool = False
+    # npu-smi answers -t hccs / -t hccs-bw like a driver without them
+    hccs_unsupported: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -107,6 +124,8 @@ class Faults:
             names.append("slow-start")
         if self.agent_stop:
             names.append("agent-stop")
+        if self.hccs_unsupported:
+            names.append("hccs-unsupported")
         return names
 
 
@@ -209,6 +228,8 @@ def load_config(d: Path) -> NodeConfig:
     cfg = NodeConfig(name=d.name)
     fields = _coerce(raw, cfg.to_dict(), set())
     cfg = dataclasses.replace(cfg, **fields)
+    honours = raw.get("honours_roce_switch")  # optional bool: _coerce keeps str/None only
+    cfg.honours_roce_switch = honours if isinstance(honours, bool) else None
     if cfg.npu_count < 1:
         cfg.npu_count = 8
     versions = dict(DEFAULT_VERSIONS)
@@ -292,6 +313,9 @@ def inject_fault(d: Path, fault: str, value: str | None) -> Faults:
     elif fault == "agent-stop":
         _no_value(fault, value)
         f.agent_stop = True
+    elif fault == "hccs-unsupported":
+        _no_value(fault, value)
+        f.hccs_unsupported = True
     else:
         allowed = ", ".join(FAULT_FORMS.values())
         raise ValueError(f"unknown fault {fault!r}; allowed: {allowed}")
