@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.capabilities import UNKNOWN_MODEL, capability
 from engine.parsers import ParseError
 from engine.parsers.hccn_tool import (
     parse_gateway,
@@ -27,6 +28,11 @@ from engine.parsers.hccn_tool import (
 )
 from engine.parsers.npu_smi import NpuSmiInfo, parse_info
 from engine.parsers.npu_smi_kv import parse_board
+from engine.parsers.server_model import (
+    ServerModelDetection,
+    detect_server_model,
+    parse_dmi_product_name,
+)
 from engine.tools import ToolError, run_tool
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -35,6 +41,8 @@ CANN_VERSION_FILES = (
     "/usr/local/Ascend/ascend-toolkit/latest/version.cfg",
     "/usr/local/Ascend/cann/latest/version.cfg",
 )
+# The kernel's copy of the SMBIOS product name: readable without root, unlike dmidecode.
+DMI_PRODUCT_NAME = Path("/sys/class/dmi/id/product_name")
 # HBM already in use on an idle chip above this share means another process holds the NPU.
 HBM_BUSY_PCT = 15.0
 
@@ -343,6 +351,49 @@ def check_ports(host: str, ports: list[int]) -> Check:
     return Check("ports free", PASS, ", ".join(f"{host}:{p}" for p in ports))
 
 
+def check_server_model() -> tuple[Check, ServerModelDetection]:
+    """The server model from SMBIOS (dmidecode, else sysfs) checked against npu-smi's chip.
+
+    The remedy for an HCCS link fault depends on it (engine/capabilities.py); unknown
+    is a warning, not a failure: the site can set the model with a reason.
+    """
+    source = "dmidecode -s system-product-name"
+    out, problem = _tool(["dmidecode", "-s", "system-product-name"])
+    if out is None:
+        try:
+            out, source = (
+                DMI_PRODUCT_NAME.read_text(encoding="utf-8"),
+                str(DMI_PRODUCT_NAME),
+            )
+        except OSError as exc:
+            source = f"dmidecode ({problem}) and {DMI_PRODUCT_NAME} ({exc.strerror})"
+    product = parse_dmi_product_name(out) if out else None
+    chip_name = None
+    board, _ = _tool(["npu-smi", "info", "-t", "board", "-i", "0", "-c", "0"])
+    if board:
+        try:
+            chip_name = parse_board(board).chip_name
+        except ParseError:
+            chip_name = None
+    found = detect_server_model(product, chip_name)
+    label = capability(found.model).label
+    if found.model == UNKNOWN_MODEL:
+        return (
+            Check(
+                "server model",
+                WARN,
+                f"{label}: {found.evidence} (read from {source})",
+                "Set the node's server model on its page (site override, with a "
+                "reason); until then no RoCE failover runs automatically.",
+            ),
+            found,
+        )
+    return (
+        Check("server model", PASS, f"{label}: {found.evidence} (from {source})"),
+        found,
+    )
+
+
 def run_preflight(
     *,
     expected_npus: int,
@@ -351,14 +402,17 @@ def run_preflight(
     model_path: str,
     ping_targets: list[str],
 ) -> dict[str, Any]:
-    """All node-side checks. Returns {"checks": [...], "versions": {...}, "npu_ips": [...], "model_size": int|None}."""
+    """All node-side checks. Returns {"checks": [...], "server_model": {...}, "versions": {...},
+    "npu_ips": [...], "model_size": int|None}; server_model is ServerModelDetection.to_dict()."""
     checks, info = check_npus(expected_npus)
     npus = len({c.npu for c in info.chips}) if info else expected_npus
     nic_checks, ips = check_nics(npus, ping_targets)
     model_check, size = check_model(model_path)
-    checks += nic_checks + [model_check, check_ports(host_ip, ports)]
+    server_check, server = check_server_model()
+    checks += nic_checks + [model_check, check_ports(host_ip, ports), server_check]
     return {
         "checks": [c.to_dict() for c in checks],
+        "server_model": server.to_dict(),
         "versions": versions(),
         "npu_ips": ips,
         "model_size": size,

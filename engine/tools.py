@@ -16,9 +16,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-TOOL_NAMES = ("npu-smi", "hccn_tool")
+# dmidecode: only "-s system-product-name", the server model (engine/parsers/server_model.py)
+TOOL_NAMES = ("npu-smi", "hccn_tool", "dmidecode")
 # Real installs put hccn_tool here rather than on PATH (ascend-facts.md §3).
-TOOL_FALLBACK_DIRS = ("/usr/local/Ascend/driver/tools", "/usr/local/bin", "/usr/bin")
+TOOL_FALLBACK_DIRS = (
+    "/usr/local/Ascend/driver/tools",
+    "/usr/local/bin",
+    "/usr/bin",
+    "/usr/sbin",
+)
 SIM_BIN = Path(__file__).resolve().parent / "sim" / "bin"
 
 
@@ -92,10 +98,13 @@ def _resolve(name: str) -> str:
 
 
 def _run_sim_in_process(argv: list[str]) -> ToolResult:
-    from engine.sim import hccn_tool, npu_smi
+    from engine.sim import dmidecode, hccn_tool, npu_smi
     from engine.sim.state import node_dir
 
     d = node_dir()
+    if argv[0] == "dmidecode":
+        code, out, err = dmidecode.run(argv[1:], d)
+        return ToolResult(argv=argv, returncode=code, stdout=out, stderr=err)
     if argv[0] == "npu-smi":
         code, out = npu_smi.run(argv[1:], d)
         return ToolResult(argv=argv, returncode=code, stdout=out, stderr="")

@@ -415,6 +415,33 @@ def t_hccs(
     ]
 
 
+def t_hccs_bw(node: Node, npu: int, chip: int) -> list[str]:
+    """``-t hccs-bw -i N -c C`` (printf_hccs_bandwidth_info: PCS 1..7, then total).
+
+    GB/s over the last counter interval: the engine's HCCS load on each link.
+    """
+    links = hardware.hccs_links(node.counters, npu)
+    load = (
+        float(node.engine.get("load", 0.0))
+        if node.engine.get("phase") == "ready"
+        else 0.0
+    )
+    on_hccs = hardware.hccs_carries_traffic(
+        node.cfg, str(node.engine.get("link_mode", "hccs"))
+    )
+    per_link = (
+        hardware.HCCS_LINK_PPS * hardware.HCCS_PACKET_BYTES * load / 1e9
+        if on_hccs
+        else 0.0
+    )
+    out = [f"{'hccs link':<30} {'tx_bandwidth(GB/S)':<30} {'rx_bandwidth(GB/S)':<30}"]
+    for i in range(len(links.tx)):
+        out.append(f"{i + 1:<35d} {per_link:<30.6f} {per_link:<30.6f}")
+    total = per_link * len(links.tx)
+    out.append(f"{'total':<35} {total:<30.6f} {total:<30.6f}")
+    return out
+
+
 TypeFn = Callable[[Node, int, "int | None"], list[str]]
 SUPPORTED_TYPES: dict[str, TypeFn] = {
     "usages": t_usages,
@@ -455,7 +482,7 @@ def info_main(argv: list[str], d: Path) -> str:
     i = 0
     while i < len(argv):
         opt = argv[i]
-        if opt not in ("-t", "-i", "-c", "-lane") or opt in opts:
+        if opt not in ("-t", "-i", "-c", "-lane", "-time") or opt in opts:
             raise UsageError(f"Error parameter of {opt}")
         if i + 1 >= len(argv):
             raise UsageError(f"Error parameter of {opt}")
@@ -467,13 +494,17 @@ def info_main(argv: list[str], d: Path) -> str:
     if typ not in KNOWN_TYPES:
         raise UsageError("Error parameter of -t")
     node = load_node(d)
+    if typ in ("hccs", "hccs-bw") and node.faults.hccs_unsupported:
+        # a driver without these types answers as for any unknown -t type
+        # (npu_cmd_parse.c; 23.0.rc2's help ends at topo)
+        raise UsageError("Error parameter of -t")
     if typ == "topo":
         if "-i" in opts or "-c" in opts:
             raise UsageError(
                 "Error parameter of -i" if "-i" in opts else "Error parameter of -c"
             )
         return render_topo(node)
-    if typ != "hccs" and typ not in SUPPORTED_TYPES:
+    if typ not in ("hccs", "hccs-bw") and typ not in SUPPORTED_TYPES:
         raise UsageError(
             f"This device does not support querying {typ}.", EXIT_NOT_SUPPORT
         )
@@ -496,6 +527,13 @@ def info_main(argv: list[str], d: Path) -> str:
         return "\n".join(t_hccs(node, npu, chip, lane)) + "\n"
     if "-lane" in opts:
         raise UsageError("Error parameter of -lane")
+    if "-time" in opts and typ != "hccs-bw":
+        raise UsageError("Error parameter of -time")
+    if typ == "hccs-bw":
+        _int_arg("-time", opts.get("-time", "1000"))  # sampling window in ms
+        if chip is None:  # per-chip type like hccs
+            raise UsageError("Error parameter of -c")
+        return "\n".join(t_hccs_bw(node, npu, chip)) + "\n"
     return "\n".join(SUPPORTED_TYPES[typ](node, npu, chip)) + "\n"
 
 

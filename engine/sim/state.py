@@ -228,7 +228,8 @@ def load_config(d: Path) -> NodeConfig:
     cfg = NodeConfig(name=d.name)
     fields = _coerce(raw, cfg.to_dict(), set())
     cfg = dataclasses.replace(cfg, **fields)
-    honours = raw.get("honours_roce_switch")  # optional bool: _coerce keeps str/None only
+    # an optional bool: _coerce keeps only str/None for a None default
+    honours = raw.get("honours_roce_switch")
     cfg.honours_roce_switch = honours if isinstance(honours, bool) else None
     if cfg.npu_count < 1:
         cfg.npu_count = 8

@@ -43,11 +43,19 @@ def test_it_names_the_missing_env_variable(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_it_round_trips_config(node: Path) -> None:
     cfg = state.NodeConfig(
-        name="ascend-01", npu_ips=["127.10.1.1"], honours_roce_switch=False
+        name="ascend-01",
+        npu_ips=["127.10.1.1"],
+        honours_roce_switch=False,
+        server_model="atlas-200t-a2-box16",
     )
     state.save_config(node, cfg)
     loaded = state.load_config(node)
     assert loaded.npu_ips == ["127.10.1.1"] and loaded.honours_roce_switch is False
+    assert loaded.server_model == "atlas-200t-a2-box16"
+    assert (
+        state.load_config(state.node_dir("fresh", node.parent)).honours_roce_switch
+        is None
+    )
     assert loaded.versions["vllm"] == "0.23.0"
 
 
@@ -153,11 +161,21 @@ def test_it_keeps_counters_monotonic_across_engine_restarts(node: Path) -> None:
     assert hardware.hccs_links(state.load_counters(node), 3).tx[0] > first > 0
 
 
-def test_it_freezes_hccs_in_roce_mode_when_honoured(node: Path) -> None:
+def test_it_freezes_hccs_in_roce_mode_on_a_box16(node: Path) -> None:
+    # the Atlas 200T A2 Box16 honours HCCL_INTRA_ROCE_ENABLE (engine/capabilities.py)
+    state.save_config(
+        node, state.NodeConfig(name=node.name, server_model="atlas-200t-a2-box16")
+    )
     _run_engine(node, link_mode="roce")
     counters = state.load_counters(node)
     assert hardware.hccs_links(counters, 0).tx == [0] * 7
     assert hardware.roce_stats(counters, 0)["roce_tx_all_pkt_num"] > 0
+
+
+def test_an_800t_a2_node_ignores_the_roce_switch_by_default(node: Path) -> None:
+    assert state.load_config(node).server_model == "atlas-800t-a2"
+    _run_engine(node, link_mode="roce")
+    assert min(hardware.hccs_links(state.load_counters(node), 0).tx) > 0
 
 
 def test_it_keeps_hccs_growing_when_roce_switch_not_honoured(node: Path) -> None:
@@ -170,6 +188,7 @@ def test_it_sends_more_roce_traffic_when_intra_traffic_moves_to_roce(
     tmp_path: Path,
 ) -> None:
     a, b = state.node_dir("a", tmp_path), state.node_dir("b", tmp_path)
+    state.save_config(b, state.NodeConfig(name="b", server_model="atlas-200t-a2-box16"))
     _run_engine(a, link_mode="hccs")
     _run_engine(b, link_mode="roce")
     roce_a = hardware.roce_stats(state.load_counters(a), 0)["roce_tx_all_pkt_num"]

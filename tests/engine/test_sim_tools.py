@@ -181,6 +181,10 @@ def test_it_prints_hccs_with_7_links_and_measurable_loss(
 
 def test_it_keeps_hccs_flat_after_failover_to_roce(cluster: tuple[Path, Path]) -> None:
     a, _ = cluster
+    # a Box16 honours the switch; the demo's 800T A2 does not (engine/capabilities.py)
+    cfg = state.load_config(a)
+    cfg.server_model = "atlas-200t-a2-box16"
+    state.save_config(a, cfg)
     _serve(a, t0=0.0)
     before = hccs_parser.parse_hccs(smi(a, "info", "-t", "hccs", "-i", "0", "-c", "0"))
     stat_before = hccn(a, "-i", "0", "-stat", "-g")[1]
@@ -318,3 +322,26 @@ def test_it_fails_like_a_missing_driver_without_sim_env(tmp_path: Path) -> None:
         and "dcmi module initialize failed" in res.stdout
         and "SIM_STATE_DIR" in res.stderr
     )
+
+
+def test_hccs_unsupported_fault_answers_like_a_driver_without_the_type(
+    tmp_path: Path,
+) -> None:
+    from engine.parsers import Unsupported
+    from engine.parsers.hccs import parse_hccs
+    from engine.parsers.npu_smi_links import parse_hccs_bw
+    from engine.sim import npu_smi
+
+    d = state.node_dir("ascend-03", tmp_path)
+    code, out = npu_smi.run(["info", "-t", "hccs-bw", "-i", "0", "-c", "0"], d)
+    assert code == 0 and len(parse_hccs_bw(out).links) == 7
+    state.inject_fault(d, "hccs-unsupported", None)
+    for typ, parser in (("hccs", parse_hccs), ("hccs-bw", parse_hccs_bw)):
+        code, out = npu_smi.run(["info", "-t", typ, "-i", "0", "-c", "0"], d)
+        assert code == npu_smi.EXIT_INVALID_PARAMETER
+        assert out == "Error parameter of -t\n"
+        with pytest.raises(Unsupported):
+            parser(out)
+    assert "hccs-unsupported" in state.load_faults(d).active()
+    state.clear_faults(d)
+    assert npu_smi.run(["info", "-t", "hccs", "-i", "0", "-c", "0"], d)[0] == 0
