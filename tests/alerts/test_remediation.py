@@ -150,6 +150,11 @@ def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(
 ) -> None:
     cluster, state_dir = running
     node = cluster.ranked_nodes()[2]
+    # the sim's default (the demo's Atlas 800T A2) ignores the switch; a Box16 honours it
+    d = node_dir(node.name, base=state_dir)
+    cfg = load_config(d)
+    cfg.server_model = "atlas-200t-a2-box16"
+    save_config(d, cfg)
     alert, rounds = inject_hccs_loss(node, cluster)
     assert rounds <= 2  # within 2 poll intervals of the fault
     incident = Incident.objects.get(alert=alert)
