@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Prefetch, QuerySet
 
 from console.models import Cluster, Node, NodeRole
+from engine.capabilities import capability, remedies_for
 
 
 def cluster_list() -> QuerySet[Cluster]:
@@ -20,3 +23,37 @@ def spare_list() -> QuerySet[Node]:
     return Node.objects.filter(role=NodeRole.SPARE, cluster__isnull=True).order_by(
         "name"
     )
+
+
+def node_link_fault_plan(
+    node: Node, *, last_start_s: float | None = None
+) -> dict[str, Any]:
+    """What the console will do about an HCCS link fault on ``node``, and why.
+
+    For the node page and the API: the effective server model (site override, else
+    detected at preflight, else unknown) with its source and evidence, the model's
+    link capabilities, and the ordered remedies (engine.capabilities.remedies_for),
+    each saying whether it can have an effect here and citing its sources.
+    """
+    model = node.effective_server_model
+    cap = capability(model)
+    spare = any(
+        s.effective_server_model == model and model != "unknown"
+        for s in spare_list()
+        if s.pk != node.pk
+    )
+    return {
+        "server_model": model,
+        "server_model_label": cap.label,
+        "source": node.server_model_source,
+        "detected": node.detected_server_model or None,
+        "detected_evidence": node.detected_server_model_evidence,
+        "override_reason": node.server_model_override_reason,
+        "capability": cap.to_dict(),
+        "remedies": [
+            r.to_dict()
+            for r in remedies_for(
+                model, spare_available=spare, last_start_s=last_start_s
+            )
+        ],
+    }

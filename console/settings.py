@@ -412,6 +412,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "IncidentStateEnum": "monitoring.models_alerts.IncidentState",
         "RemediationActionEnum": "monitoring.models_alerts.RemediationAction",
+        "ServerModelEnum": "console.models.inventory.SERVER_MODEL_CHOICES",
     },
 }
 

@@ -168,6 +168,9 @@ class EngineProfileSerializer(serializers.ModelSerializer):
 
 class NodeSerializer(serializers.ModelSerializer):
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    effective_server_model = serializers.CharField(read_only=True)
+    effective_server_model_label = serializers.CharField(read_only=True)
+    server_model_source = serializers.CharField(read_only=True)
 
     class Meta:
         model = Node
@@ -235,5 +238,8 @@ class NodeWriteSerializer(serializers.ModelSerializer):
             "last_seen_at",
             "link_mode_since",
             "link_mode_reason",
+            "detected_server_model",
+            "detected_server_model_evidence",
+            "detected_server_model_at",
         ]
         validators: list[Any] = []  # full_clean() checks the rank/head constraints

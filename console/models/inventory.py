@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.constants import VLLM_VERSIONS
+from engine.capabilities import SERVER_MODEL_LABELS, UNKNOWN_MODEL, capability
 
 name_validator = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
@@ -22,6 +23,10 @@ name_validator = RegexValidator(
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # The link-mode variables belong to the node's link mode; a profile must not pin them.
 LINK_ENV_VARS = ("HCCL_INTRA_PCIE_ENABLE", "HCCL_INTRA_ROCE_ENABLE")
+
+
+# Server models of engine/capabilities.py (key, label); detected and override share them.
+SERVER_MODEL_CHOICES = list(SERVER_MODEL_LABELS.items())
 
 
 def _is_ip(value: str) -> bool:
@@ -433,6 +438,30 @@ class Node(models.Model):
     link_mode_reason = models.CharField(
         _("link mode reason"), max_length=300, blank=True
     )
+    # What preflight read (engine/parsers/server_model.py) and a site's correction of
+    # it; the effective model picks the remedy for a link fault (engine/capabilities.py).
+    detected_server_model = models.CharField(
+        _("detected server model"),
+        max_length=32,
+        choices=SERVER_MODEL_CHOICES,
+        blank=True,
+        help_text=_("Read at preflight from the SMBIOS product name and npu-smi."),
+    )
+    detected_server_model_evidence = models.CharField(
+        _("server model evidence"), max_length=500, blank=True
+    )
+    detected_server_model_at = models.DateTimeField(
+        _("server model detected at"), null=True, blank=True
+    )
+    server_model_override = models.CharField(
+        _("server model override"),
+        max_length=32,
+        choices=SERVER_MODEL_CHOICES,
+        blank=True,
+    )
+    server_model_override_reason = models.CharField(
+        _("server model override reason"), max_length=300, blank=True
+    )
     state = models.CharField(
         _("state"), max_length=16, choices=NodeState.choices, default=NodeState.UNKNOWN
     )
@@ -467,6 +496,23 @@ class Node(models.Model):
     @property
     def state_color(self) -> str:
         return NODE_STATE_COLORS.get(self.state, "grey")
+
+    @property
+    def effective_server_model(self) -> str:
+        """The capability key the remedies use: the site override, else the detected
+        model, else ``unknown``."""
+        return self.server_model_override or self.detected_server_model or UNKNOWN_MODEL
+
+    @property
+    def server_model_source(self) -> str:
+        """``override`` | ``detected`` | ``none``."""
+        if self.server_model_override:
+            return "override"
+        return "detected" if self.detected_server_model else "none"
+
+    @property
+    def effective_server_model_label(self) -> str:
+        return capability(self.effective_server_model).label
 
     @property
     def is_schedulable(self) -> bool:
@@ -534,5 +580,10 @@ class Node(models.Model):
             errors["rpc_port"] = _(
                 "The RPC port must differ from the API port ({port})."
             ).format(port=self.api_port)
+        if self.server_model_override and not self.server_model_override_reason.strip():
+            errors["server_model_override_reason"] = _(
+                "Say why the detected server model is overridden (e.g. the SMBIOS "
+                "product name is blank on this server)."
+            )
         if errors:
             raise ValidationError(errors)

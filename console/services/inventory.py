@@ -237,3 +237,74 @@ def node_update(*, node: Node, actor: Any, request: Any = None, **changes: Any) 
         after=snapshot(node),
     )
     return node
+
+
+def node_server_model_override(
+    *, node: Node, model: str, reason: str, actor: Any, request: Any = None
+) -> Node:
+    """Set (or, with model "", clear) a site's override of a node's server model.
+
+    The override picks the link-fault remedy (engine/capabilities.py) instead of what
+    preflight detected; it needs a reason. Validation errors name the field; the change
+    and its audit row commit together.
+    """
+    with transaction.atomic():
+        node = Node.objects.select_for_update().get(pk=node.pk)
+        before = snapshot(node)
+        node.server_model_override = model
+        node.server_model_override_reason = reason.strip() if model else ""
+        node.full_clean()
+        node.save(
+            update_fields=[
+                "server_model_override",
+                "server_model_override_reason",
+                "updated_at",
+            ]
+        )
+        audit_record(
+            action="node.server_model_override",
+            actor=actor,
+            request=request,
+            target=node,
+            before=before,
+            after=snapshot(node),
+            message=reason.strip()[:300],
+        )
+    return node
+
+
+def node_server_model_detected(*, node: Node, detection: dict[str, Any]) -> Node:
+    """Store what preflight detected (engine.parsers.server_model.ServerModelDetection
+    as a dict: model, evidence, ...); a system action, audited when the model changes."""
+    from django.utils import timezone
+
+    from engine.capabilities import SERVER_MODELS
+
+    model = str(detection.get("model") or "")
+    if model not in SERVER_MODELS:
+        model = "unknown"
+    evidence = str(detection.get("evidence") or "")[:500]
+    with transaction.atomic():
+        node = Node.objects.select_for_update().get(pk=node.pk)
+        changed = model != node.detected_server_model
+        before = snapshot(node)
+        node.detected_server_model = model
+        node.detected_server_model_evidence = evidence
+        node.detected_server_model_at = timezone.now()
+        node.save(
+            update_fields=[
+                "detected_server_model",
+                "detected_server_model_evidence",
+                "detected_server_model_at",
+                "updated_at",
+            ]
+        )
+        if changed:
+            audit_record(
+                action="node.server_model_detected",
+                target=node,
+                before=before,
+                after=snapshot(node),
+                message=evidence,
+            )
+    return node
