@@ -129,9 +129,19 @@ def _npu_families() -> Iterator[Metric]:
         "Amount of npu installed on the machine.",
         ["node", "cluster"],
     )
+    loss_state = _gauge(
+        "console_hccs_loss_state",
+        "1 for the node's HCCS loss state: measured, no_traffic (nothing sent, loss "
+        "cannot be measured), unsupported, no_baseline or reset.",
+        ["node", "cluster", "state"],
+    )
     for node, latest in latest_for_export():
         data: dict[str, Any] = latest.data
         cluster = node.cluster.name if node.cluster else ""
+        if data.get("hccs_loss_state"):
+            loss_state.add_metric(
+                [node.name, cluster, str(data["hccs_loss_state"])], 1.0
+            )
         rank = "" if node.rank is None else str(node.rank)
         chips = sorted(data.get("chips", []), key=lambda c: (c["npu"], c["chip"]))
         machine.add_metric([node.name, cluster], float(len({c["npu"] for c in chips})))
@@ -240,6 +250,7 @@ def _npu_families() -> Iterator[Metric]:
                     h.get("loss_pct"),
                 )
     yield machine
+    yield loss_state
     yield from g.values()
 
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from console.models import LinkMode, Node, NodeState
 from console.models.inventory import NODE_STATE_COLORS
+from engine.link_loss import node_loss_reading
 from engine.parsers import ParseError
 from engine.parsers.vllm_metrics import (
     CLUSTER,
@@ -161,6 +162,7 @@ class _Parsed:
     engine: dict[str, Any]
     errors: list[dict[str, Any]]
     collected_at: float | None
+    hccs_unsupported: bool = False  # collect(): npu-smi has no -t hccs on this node
 
 
 def _parse_sample(sample: dict[str, Any]) -> _Parsed:
@@ -226,6 +228,7 @@ def _parse_sample(sample: dict[str, Any]) -> _Parsed:
         dict(sample.get("engine") or {}),
         errors,
         float(collected) if isinstance(collected, int | float) else None,
+        sample.get("hccs_unsupported") is True,
     )
 
 
@@ -377,6 +380,10 @@ def ingest_round(
             # node still on HCCS, idle links (an engine restarting) say nothing: no value,
             # so the alert neither resolves nor flaps while the remedy is still running.
             worst = 0.0
+        # measured / no_traffic / unsupported / no_baseline / reset (engine/link_loss.py)
+        loss_state = node_loss_reading(
+            prev_hccs, parsed.hccs, hccs_unsupported=parsed.hccs_unsupported
+        ).state
         engine_state = str(parsed.engine.get("state") or "")
         node_rows.append(
             NodeSample(
@@ -406,6 +413,8 @@ def ingest_round(
                     "engine": parsed.engine,
                     "errors": len(parsed.errors),
                     "hccs_loss_pct": worst,
+                    "hccs_loss_state": loss_state,
+                    "hccs_unsupported": parsed.hccs_unsupported,
                 },
             )
         )
@@ -420,6 +429,7 @@ def ingest_round(
                 ),
                 "engine_state": engine_state,
                 "hccs_loss_pct": worst,
+                "hccs_loss_state": loss_state,
                 "chips": chips_live,
                 "errors": len(parsed.errors),
             }

@@ -124,6 +124,8 @@ def dashboard_nodes(cluster: Cluster) -> list[dict[str, Any]]:
                 "ts": lt.ts if lt else None,
                 "engine": data.get("engine") or {},
                 "hccs_loss_pct": data.get("hccs_loss_pct"),
+                # measured / no_traffic / unsupported ... (engine/link_loss.py)
+                "hccs_loss_state": data.get("hccs_loss_state"),
                 "errors_15m": err_counts[node.pk],
                 "alerts_active": alert_counts[node.pk],
                 "stale": node.state in (NodeState.STALE, NodeState.UNREACHABLE),

@@ -169,6 +169,7 @@ def hccs_evidence(node: Node) -> dict[str, Any]:
         "since": node.link_mode_since.isoformat() if node.link_mode_since else None,
         "reason": node.link_mode_reason,
         "hccs_loss_pct": data.get("hccs_loss_pct"),
+        "hccs_loss_state": data.get("hccs_loss_state"),
         "sampled_at": latest.ts.isoformat() if latest is not None else None,
         "unhealthy_links": unhealthy,
     }

@@ -115,3 +115,20 @@ def test_it_maps_health_like_npu_exporter() -> None:
     assert [
         health_value(h) for h in ("OK", "Warning", "Alarm", "Critical", "", None)
     ] == [1, 0, 0, 0, -1, -1]
+
+
+def test_it_exports_the_hccs_loss_state_so_no_traffic_is_not_a_gap(
+    ingested: Any,
+) -> None:
+    nodes = ingested.ranked_nodes()
+    ingest_round(
+        nodes=[NodeResult(nodes[0].pk, sample=agent_sample("ascend-01"))], scrapes=[]
+    )
+    with override_settings(METRICS_TOKEN=TOKEN, METRICS_PUBLIC=False):
+        text = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    states = {
+        (s.labels["node"], s.labels["state"]): s.value
+        for s in samples_by_name(text.content.decode())["console_hccs_loss_state"]
+    }
+    assert states[("ascend-01", "no_traffic")] == 1.0  # idle: no percentage at all
+    assert states[("ascend-02", "no_baseline")] == 1.0

@@ -278,3 +278,29 @@ def test_an_engine_whose_health_fails_while_metrics_answer_is_failing(
     assert EngineSample.objects.filter(engine="all").count() == 2  # metrics still kept
     assert round_at(t0 + timedelta(seconds=10), None) == 1.0  # no answer at all
     assert round_at(t0 + timedelta(seconds=15), 200) == 0.0
+
+
+def test_hccs_loss_has_an_explicit_state_no_traffic_is_not_zero(cluster: Any) -> None:
+    nodes = members(cluster)
+    t0 = timezone.now()
+    unsupported = {**agent_sample("ascend-04"), "hccs": [], "hccs_unsupported": True}
+    ingest_round(
+        nodes=round_of(nodes, ascend_04=unsupported), scrapes=[], started_at=t0
+    )
+    first = NodeLatest.objects.get(node=nodes[0]).data
+    assert first["hccs_loss_state"] == "no_baseline" and first["hccs_loss_pct"] is None
+    busy = agent_sample("ascend-02", advance={1: (10_000, 200, 0)})
+    ingest_round(
+        nodes=round_of(nodes, ascend_02=busy, ascend_04=unsupported),
+        scrapes=[],
+        started_at=t0 + timedelta(seconds=5),
+    )
+    latest = {lt.node.name: lt.data for lt in NodeLatest.objects.select_related("node")}
+    # an idle cluster: nothing sent, so no loss value and the state says why
+    assert latest["ascend-01"]["hccs_loss_state"] == "no_traffic"
+    assert latest["ascend-01"]["hccs_loss_pct"] is None
+    assert latest["ascend-02"]["hccs_loss_state"] == "measured"
+    assert latest["ascend-02"]["hccs_loss_pct"] == pytest.approx(2.0)
+    # collect()'s hccs_unsupported is read, not lost
+    assert latest["ascend-04"]["hccs_loss_state"] == "unsupported"
+    assert latest["ascend-04"]["hccs_unsupported"] is True
