@@ -556,12 +556,9 @@ def link_pair_errors(plans: list[NodePlan]) -> list[str]:
     RoCE; once it applies the pair to every rank, build_plan adds these to
     errors["link_mode"] (issue 13).
     """
-    pairs: dict[tuple[str | None, str | None], list[str]] = defaultdict(list)
+    pairs: dict[tuple[str | None, ...], list[str]] = defaultdict(list)
     for plan in plans:
-        pair = (
-            plan.env.get("HCCL_INTRA_PCIE_ENABLE"),
-            plan.env.get("HCCL_INTRA_ROCE_ENABLE"),
-        )
+        pair = tuple(plan.env.get(name) for name in LINK_ENV["hccs"])  # PCIE, ROCE
         pairs[pair].append(plan.name)
     if len(pairs) <= 1:
         return []
