@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SWITCHED, NOT_SWITCHED, CANNOT_VERIFY = "switched", "not_switched", "cannot_verify"
+# verify_links_recovered (re-admission): the links that failed are healthy again, or not
+RECOVERED, NOT_RECOVERED = "recovered", "not_recovered"
 
 # Below this many HCCS+RoCE packets/s a node is idle: nothing can be compared.
 MIN_TRAFFIC_PPS = 1000.0
@@ -35,14 +37,14 @@ Window = tuple[Sample, Sample]
 
 @dataclass(frozen=True)
 class LinkVerdict:
-    status: str  # SWITCHED | NOT_SWITCHED | CANNOT_VERIFY
+    status: str  # SWITCHED | NOT_SWITCHED | RECOVERED | NOT_RECOVERED | CANNOT_VERIFY
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        """True only for ``switched``; "cannot verify" is never a pass."""
-        return self.status == SWITCHED
+        """True only for ``switched`` / ``recovered``; "cannot verify" is never a pass."""
+        return self.status in (SWITCHED, RECOVERED)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -195,5 +197,89 @@ def verify_link_switch(
         NOT_SWITCHED,
         f"HCCS still carries {100 * share:.0f} % of the node's baseline ({now:.0f} of "
         f"{base:.0f} packets/s): the hardware did not move intra-server traffic to RoCE.",
+        evidence,
+    )
+
+
+# ------------------------------------------------------------------ re-admit
+
+LinkId = tuple[int, int, int]  # (npu, chip, link index)
+
+
+def _link_counters(sample: Sample) -> dict[LinkId, tuple[int, int]]:
+    """(tx packets, retries + errors) per link; empty when the sample has none."""
+    out: dict[LinkId, tuple[int, int]] = {}
+    if sample.get("hccs_unsupported"):
+        return out
+    for chip in sample.get("hccs") or []:
+        for link in chip.get("links") or []:
+            tx, rt, er = (
+                link.get(k) for k in ("tx_packets", "retry_count", "error_count")
+            )
+            if isinstance(tx, int) and isinstance(rt, int) and isinstance(er, int):
+                key = (chip.get("npu", 0), chip.get("chip", 0), link.get("index", 0))
+                out[key] = (tx, rt + er)
+    return out
+
+
+def failing_links(window: Window, threshold_pct: float) -> list[LinkId]:
+    """Links whose (Δretries + Δerrors) / Δtx over the window is at least
+    ``threshold_pct`` (errors on a link that sent nothing count as 100 %): the links an
+    incident records, so that re-admission checks exactly those."""
+    first, last = _link_counters(window[0]), _link_counters(window[1])
+    bad: list[LinkId] = []
+    for key in sorted(set(first) & set(last)):
+        dtx, dbad = last[key][0] - first[key][0], last[key][1] - first[key][1]
+        if dtx < 0 or dbad < 0 or (dtx == 0 and dbad == 0):
+            continue
+        if (100.0 if dtx == 0 else 100.0 * dbad / dtx) >= threshold_pct:
+            bad.append(key)
+    return bad
+
+
+def verify_links_recovered(
+    window: Window, failed: list[LinkId], threshold_pct: float
+) -> LinkVerdict:
+    """Before a replaced node is re-admitted: do the links that failed now carry traffic
+    below ``threshold_pct`` loss? ``recovered`` / ``not_recovered``; a link with no
+    traffic, or counters that are missing, is ``cannot_verify`` (not a pass)."""
+    first, last = _link_counters(window[0]), _link_counters(window[1])
+    evidence: dict[str, Any] = {"failed_links": [list(k) for k in failed]}
+    if not failed:
+        return LinkVerdict(
+            CANNOT_VERIFY, "No failed links were recorded for this node.", evidence
+        )
+    missing = [k for k in failed if k not in first or k not in last]
+    if missing:
+        return LinkVerdict(
+            CANNOT_VERIFY,
+            f"Cannot check links {missing}: their HCCS counters are unsupported or "
+            "missing in the samples.",
+            evidence,
+        )
+    losses: dict[str, float] = {}
+    for key in failed:
+        dtx, dbad = last[key][0] - first[key][0], last[key][1] - first[key][1]
+        if dtx <= 0 and dbad <= 0:
+            return LinkVerdict(
+                CANNOT_VERIFY,
+                f"Link {key} carried no traffic in the window: its loss cannot be "
+                "measured. Send traffic through the engine, then check again.",
+                evidence,
+            )
+        losses[str(key)] = 100.0 if dtx <= 0 else 100.0 * max(dbad, 0) / dtx
+    evidence["loss_pct"] = losses
+    worst = max(losses.values())
+    if worst >= threshold_pct:
+        return LinkVerdict(
+            NOT_RECOVERED,
+            f"The links that failed still lose {worst:.1f} % (threshold "
+            f"{threshold_pct:g} %).",
+            evidence,
+        )
+    return LinkVerdict(
+        RECOVERED,
+        f"The links that failed carry traffic with {worst:.2f} % loss (threshold "
+        f"{threshold_pct:g} %).",
         evidence,
     )

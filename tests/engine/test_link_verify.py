@@ -6,9 +6,13 @@ from typing import Any
 
 from engine.link_verify import (
     CANNOT_VERIFY,
+    NOT_RECOVERED,
     NOT_SWITCHED,
+    RECOVERED,
     SWITCHED,
+    failing_links,
     verify_link_switch,
+    verify_links_recovered,
 )
 
 
@@ -107,3 +111,28 @@ def test_hccs_bandwidth_alone_can_show_a_failed_switch() -> None:
     after[1]["hccs_bw"] = [{"npu": 0, "chip": 0, "links": [{"tx_gbps": 12.5}]}]
     verdict = verify_link_switch(before, tuple(after), [])
     assert verdict.status == NOT_SWITCHED
+
+
+def lossy(t: float, tx: int, bad: int) -> dict[str, Any]:
+    s = sample(t, tx, 0)
+    s["hccs"][3]["links"][2]["retry_count"] = bad
+    return s
+
+
+def test_failing_links_names_the_lossy_link() -> None:
+    w = (lossy(0, 0, 0), lossy(10, 1_000_000, 200_000))
+    assert failing_links(w, 15.0) == [(3, 0, 2)]
+    assert failing_links((sample(0, 0, 0), sample(10, 1_000, 0)), 15.0) == []
+
+
+def test_readmit_checks_the_links_that_failed() -> None:
+    failed = [(3, 0, 2)]
+    healthy = (lossy(0, 0, 0), lossy(10, 1_000_000, 10))
+    assert verify_links_recovered(healthy, failed, 15.0).status == RECOVERED
+    still = (lossy(0, 0, 0), lossy(10, 1_000_000, 300_000))
+    assert verify_links_recovered(still, failed, 15.0).status == NOT_RECOVERED
+    idle = (lossy(0, 5, 0), lossy(10, 5, 0))
+    assert verify_links_recovered(idle, failed, 15.0).status == CANNOT_VERIFY
+    gone = (sample(0, None, 0, unsupported=True), sample(10, None, 0, unsupported=True))
+    verdict = verify_links_recovered(gone, failed, 15.0)
+    assert verdict.status == CANNOT_VERIFY and not verdict.ok
