@@ -348,3 +348,36 @@ def automatic_remedies(remedies: list[Remedy]) -> list[Remedy]:
     escalation is always last.
     """
     return [r for r in remedies if r.can_work == YES]
+
+
+def next_remedy(
+    remedies: list[Remedy], tried: list[str] | tuple[str, ...] = ()
+) -> Remedy:
+    """The remedy automatic mode runs next: the first that can work (YES) and was not
+    tried yet (a "cannot verify" or failed verdict moves on); escalation when none is
+    left."""
+    for remedy in automatic_remedies(remedies):
+        if remedy.key not in tried:
+            return remedy
+    return next(r for r in remedies if r.key == ESCALATE)
+
+
+def remedy_statement(server_model: str | None, remedies: list[Remedy]) -> str:
+    """What the incident says before anything restarts: the model, then each remedy
+    with whether it can work here, why, and its expected downtime."""
+    cap = capability(server_model)
+    lines = [f"Server model: {cap.label}."]
+    for i, r in enumerate(remedies, start=1):
+        downtime = (
+            f"expected downtime ~{r.expected_downtime_s:.0f} s (last measured start)"
+            if r.restarts_engine and r.expected_downtime_s is not None
+            else "expected downtime unknown (no measured start)"
+            if r.restarts_engine
+            else "no restart"
+        )
+        cites = "; ".join(SOURCES[s] for s in r.sources if s in SOURCES)
+        lines.append(
+            f"{i}. {r.key} — can work here: {r.can_work}; {downtime}. {r.why}"
+            + (f" [{cites}]" if cites else "")
+        )
+    return "\n".join(lines)

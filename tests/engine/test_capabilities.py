@@ -80,3 +80,30 @@ def test_every_entry_cites_known_sources() -> None:
             assert all(k in SOURCES for k in keys_), cap.key
     d = remedies_for("atlas-800t-a2", spare_available=True)[1].to_dict()
     assert any("HCCL_INTRA_ROCE_ENABLE.md" in s for s in d["source_text"])
+
+
+def test_next_remedy_moves_on_after_a_failed_or_unverifiable_one() -> None:
+    from engine.capabilities import next_remedy
+
+    box16 = remedies_for("atlas-200t-a2-box16", spare_available=True)
+    assert next_remedy(box16).key == ROCE_FAILOVER
+    assert next_remedy(box16, [ROCE_FAILOVER]).key == REPLACE_WITH_SPARE
+    assert next_remedy(box16, [ROCE_FAILOVER, REPLACE_WITH_SPARE]).key == ESCALATE
+    a2 = remedies_for("atlas-800t-a2", spare_available=False)
+    assert next_remedy(a2).key == ESCALATE  # never the RoCE switch on an 800T A2
+
+
+def test_the_statement_gives_each_remedy_its_downtime_and_source() -> None:
+    from engine.capabilities import remedy_statement
+
+    text = remedy_statement(
+        "atlas-800t-a2",
+        remedies_for("atlas-800t-a2", spare_available=True, last_start_s=612.4),
+    )
+    assert text.startswith("Server model: Atlas 800T A2.")
+    assert (
+        "1. replace_with_spare — can work here: yes; expected downtime ~612 s" in text
+    )
+    assert "2. roce_failover — can work here: no" in text
+    assert "HCCL_INTRA_ROCE_ENABLE.md" in text and "channel.cc" in text
+    assert "3. escalate — can work here: yes; no restart" in text
