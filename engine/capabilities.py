@@ -157,7 +157,7 @@ CAPABILITIES: dict[str, ServerCapability] = {
             # -t hccs / -t hccs-bw are not built for the 910 training chip (npucli-types)
             hccs_counters=False,
             hccs_bw=False,
-            roce_counters=True,
+            roce_counters=None,  # the 910 build of hccn_tool was not read
             sources={**_LINK_SOURCES, "roce_switch": ("hccl-env-doc",)},
         ),
         ServerCapability(

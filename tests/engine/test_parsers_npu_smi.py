@@ -256,6 +256,14 @@ def _check_help_is_unsupported(text: str) -> None:
         n.parse_info(text)
 
 
+def _check_hccs_bw(text: str) -> None:
+    from engine.parsers.npu_smi_links import parse_hccs_bw
+
+    bw = parse_hccs_bw(text)
+    assert len(bw.links) == 7 and bw.total_rx_gbps > 0
+    _info_raises(text)
+
+
 OTHER_SAMPLES: dict[str, Callable[[str], None]] = {
     "npu-smi-info-t-usages-i0-910b-25.5.1.txt": _check_usages_2551,
     "npu-smi-info-t-usages-i0-910b1.txt": _check_usages_230,
@@ -272,6 +280,7 @@ OTHER_SAMPLES: dict[str, Callable[[str], None]] = {
     "npu-smi-info-t-hccs-i0-c0-910b-nok-SYNTHESISED.txt": _check_hccs_nok,
     "npu-smi-info-t-hccs-unsupported-old-driver-SYNTHESISED.txt": _check_hccs_unsupp,
     "npu-smi-info-h-help-23.0.rc2.txt": _check_help_is_unsupported,
+    "npu-smi-info-t-hccs-bw-i0-c0-910b-SYNTHESISED.txt": _check_hccs_bw,
     # not tables: parse_info must refuse them rather than misread them
     "npu-smi-info-t-topo-910b1-8card.txt": _info_raises,
     "npu-smi-info-t-topo-910b3-8card.txt": _info_raises,
