@@ -24,6 +24,7 @@ from engine.parsers.hccn_tool import (
 )
 from engine.parsers.hccs import parse_hccs
 from engine.parsers.npu_smi import parse_info
+from engine.parsers.npu_smi_links import parse_hccs_bw
 from engine.tools import ToolError, ToolResult, run_tool
 
 # The -stat counters the console stores (npu-exporter exposes the same ones).
@@ -108,6 +109,17 @@ def _hccs(
     return {"npu": npu, "chip": chip, **asdict(status)}, errors, False
 
 
+def _hccs_bw(npu: int, chip: int, timeout: float) -> dict[str, Any] | None:
+    """``npu-smi info -t hccs-bw`` of one chip (GB/s per link); None when unavailable."""
+    argv = ["npu-smi", "info", "-t", "hccs-bw", "-i", str(npu), "-c", str(chip)]
+    try:
+        result = run_tool(argv, timeout=timeout)
+        bw = parse_hccs_bw(result.stdout + result.stderr)
+    except (ToolError, ParseError, Unsupported):
+        return None
+    return {"npu": npu, "chip": chip, **bw.to_dict()}
+
+
 def _roce(device: int, timeout: float) -> tuple[dict[str, Any], _Errors]:
     errors = _Errors()
     port: dict[str, Any] = {"npu": device}
@@ -174,8 +186,13 @@ def collect(
     model_path: str | None = None,
     engine_pids: list[int] | None = None,
     timeout: float = 10.0,
+    hccs_bw: bool = False,
 ) -> dict[str, Any]:
-    """Run every tool once and return one JSON-safe sample of the node."""
+    """Run every tool once and return one JSON-safe sample of the node.
+
+    ``hccs_bw``: also read ``npu-smi info -t hccs-bw`` per chip (for verifying a link
+    switch, engine/link_verify.py); off for the regular poll, which has the counters.
+    """
     started = time.time()
     errors = _Errors()
     chips, processes = _npus(errors, timeout)
@@ -196,6 +213,12 @@ def collect(
             port, errs = rjob.result()
             errors.items.extend(errs.items)
             roce.append(port)
+        bw_jobs = (
+            [pool.submit(_hccs_bw, c["npu"], c["chip"], timeout) for c in chips]
+            if hccs_bw and not hccs_unsupported
+            else []
+        )
+        bandwidth = [b for b in (job.result() for job in bw_jobs) if b is not None]
     return {
         "node": node,
         "collected_at": started,
@@ -204,6 +227,7 @@ def collect(
         "processes": processes,
         "hccs": hccs,
         "hccs_unsupported": hccs_unsupported,
+        **({"hccs_bw": bandwidth} if hccs_bw else {}),
         "roce": roce,
         "host": host_sample(model_path, engine_pids or []),
         "errors": errors.items,

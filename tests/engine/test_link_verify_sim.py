@@ -81,3 +81,23 @@ def test_with_hccs_counters_unsupported_the_verdict_is_cannot_verify(
     verdict = verify_link_switch(before, after, [peer])
     assert verdict.status == CANNOT_VERIFY and not verdict.ok
     assert "unsupported" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("model", "busy"), [("atlas-800t-a2", True), ("atlas-200t-a2-box16", False)]
+)
+def test_collect_reads_hccs_bandwidth_when_asked(
+    base: Path, monkeypatch: pytest.MonkeyPatch, model: str, busy: bool
+) -> None:
+    from engine.link_verify import hccs_bw_gbps
+
+    d = state.node_dir("ascend-03", base)
+    state.save_config(d, state.NodeConfig(name="ascend-03", server_model=model))
+    window(monkeypatch, d, "roce", 0.0)  # engine on RoCE, ready at 80 % load
+    monkeypatch.setenv("SIM_NODE", "ascend-03")
+    assert "hccs_bw" not in collect(node="ascend-03")  # the regular poll skips it
+    s = collect(node="ascend-03", hccs_bw=True)
+    assert len(s["hccs_bw"]) == 8 and len(s["hccs_bw"][0]["links"]) == 7
+    assert (hccs_bw_gbps(s) > 0) is busy  # the 800T A2 keeps HCCS busy on "RoCE"
+    state.inject_fault(d, "hccs-unsupported", None)
+    assert collect(node="ascend-03", hccs_bw=True)["hccs_bw"] == []
