@@ -125,3 +125,19 @@ def test_the_api_shows_the_model_and_refuses_an_override_without_reason(
     )
     node.refresh_from_db()
     assert node.detected_server_model == "atlas-800t-a2"  # preflight's, not writable
+
+
+def test_the_node_partial_shows_the_model_and_each_remedy(cluster: Any) -> None:
+    from django.template.loader import render_to_string
+
+    node = node_server_model_detected(
+        node=Node.objects.get(name="ascend-03"), detection=DETECTED_800T
+    )
+    html = render_to_string(
+        "console/partials/_link_fault_plan.html",
+        {"plan": node_link_fault_plan(node, last_start_s=540.0)},
+    )
+    assert 'data-server-model="atlas-800t-a2"' in html and "Atlas 800T A2" in html
+    assert "detected at preflight" in html and "910B3" in html
+    assert 'class="remedy remedy-no" data-remedy="roce_failover"' in html
+    assert "cannot work here" in html and "HCCL_INTRA_ROCE_ENABLE.md" in html
