@@ -239,3 +239,21 @@ def test_it_derives_chip_readings_from_load_and_faults() -> None:
     hot = hardware.chip_readings(cfg, faults, {"phase": "stopped"}, now=0.0)
     assert hot[3].temp_c == 91 and hot[0].health == "Warning" and hot[1].health == "OK"
     assert hot[0].error_codes and hot[2].hbm_used_mb == int(65536 * 0.95)
+
+
+def test_the_sim_engine_feels_the_link_the_hardware_really_uses(node: Path) -> None:
+    from engine.sim.vllm.node import Env
+
+    state.inject_fault(node, "hccs-loss", "20")
+    faults = state.load_faults(node)
+    on_roce = Env(link_mode="roce", node_dir=node, node=node.name)
+    # the demo's 800T A2 ignores HCCL_INTRA_ROCE_ENABLE: still HCCS, still lossy
+    assert on_roce.link(faults) == ("hccs", 20.0)
+    state.save_config(
+        node, state.NodeConfig(name=node.name, server_model="atlas-200t-a2-box16")
+    )
+    assert on_roce.link(faults) == ("roce", 0.0)
+    assert Env(link_mode="hccs", node_dir=node, node=node.name).link(faults) == (
+        "hccs",
+        20.0,
+    )

@@ -84,6 +84,19 @@ class Env:
             node_dir=d,
         )
 
+    def link(self, faults: state.Faults) -> tuple[str, float]:
+        """(link the intra-server traffic really uses, HCCS loss it suffers).
+
+        HCCL_INTRA_ROCE_ENABLE=1 moves traffic to RoCE only where the server model
+        honours it (engine/capabilities.py: a Box16 does, the demo's 800T A2 does not);
+        HCCS loss slows only traffic that is still on HCCS.
+        """
+        honours = (
+            self.node_dir is None or state.load_config(self.node_dir).honours_switch()
+        )
+        mode = "roce" if self.link_mode == "roce" and honours else "hccs"
+        return mode, faults.hccs_loss_pct if mode == "hccs" else 0.0
+
     def faults(self) -> state.Faults:
         return (
             state.load_faults(self.node_dir)
@@ -214,7 +227,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
     done: asyncio.Future[int] = loop.create_future()
     links = LinkState()
     me = env.node or "rank0"
-    links.set(me, env.link_mode, faults.hccs_loss_pct)
+    links.set(me, *env.link(faults))
     engines = max(args.data_parallel_size, 1)
     metrics = EngineMetrics(
         model_name=args.model_name,
@@ -375,7 +388,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
         slow: dict[str, float] = {}  # node -> loss already warned about
         while True:
             f = env.faults()
-            links.set(me, env.link_mode, f.hccs_loss_pct)
+            links.set(me, *env.link(f))
             _warn_links(log, links, slow)
             if flags["dead"]:
                 phase = "dead"
@@ -466,8 +479,8 @@ async def run_headless(args: ServeArgs, env: Env) -> int:
         "type": "hello",
         "ranks": ranks,
         "node": env.node,
-        "link_mode": env.link_mode,
-        "hccs_loss_pct": faults.hccs_loss_pct,
+        "link_mode": env.link(faults)[0],
+        "hccs_loss_pct": env.link(faults)[1],
     }
     connect = asyncio.create_task(
         headless_connect(host, port, hello, env.headless_timeout_s)
@@ -516,8 +529,8 @@ async def run_headless(args: ServeArgs, env: Env) -> int:
                 encode(
                     {
                         "type": "hb",
-                        "link_mode": env.link_mode,
-                        "hccs_loss_pct": f.hccs_loss_pct,
+                        "link_mode": env.link(f)[0],
+                        "hccs_loss_pct": env.link(f)[1],
                     }
                 )
             )
