@@ -16,6 +16,11 @@ Sources (cited by key in every entry):
   (~164-172): on 910B the level-1 RDMA choice is ``serverNum > 1 || (serverNum == 1
   && isDiffDeviceModule && GetExternalInputIntraRoceSwitch() > 0)``, so a server with
   one HCCS module keeps its intra-server traffic on HCCS whatever the switch says.
+- ``hccl-communicator``: ``hccl_communicator.cc`` ``CheckSingleServerComm`` in the
+  current HCCL and in the 2024 open-source cann-hccl: the switch is consulted for one
+  server with two modules (``serverNum_ == 1 && moduleNum_ == HCCL_MODULE_NUM_TWO``,
+  "910B A+X"), which is the Box16 layout. So older open releases agree; closed CANN
+  releases before the open-source HCCL were not read.
 - ``npucli-types``: hicann/driver ``npu_cmd_parse.c`` ``g_type_info_map_list``: ``-t hccs``
   is limited to 910B / 910_93 / 310P, ``-t hccs-bw`` to 910B / 910_93
   (shared/reference/ascend-facts.md §1.1, §2). Drivers before ~23.0.6 lack ``-t hccs``
@@ -38,6 +43,11 @@ SOURCES: dict[str, str] = {
     "hccl-channel": (
         "hicann/hccl src/ops/op_common/executor/channel/channel.cc ~164-172 "
         "(isA2UsedRdma: one-module server stays on HCCS)"
+    ),
+    "hccl-communicator": (
+        "hicann/hccl (and the 2024 open-source cann-hccl) hccl_communicator.cc "
+        "CheckSingleServerComm: the intra-server RoCE switch is consulted for a single "
+        "server with two modules ('910B A+X'), i.e. the Box16 layout"
     ),
     "npucli-types": (
         "hicann/driver src/custom/dev_prod/user/npucli/src/npu_cmd_parse.c "
@@ -91,7 +101,7 @@ _A3_WHY = (
     "doc says HCCL communication is not affected (HCCL通信不受影响)."
 )
 _LINK_SOURCES = {
-    "roce_switch": ("hccl-env-doc", "hccl-channel"),
+    "roce_switch": ("hccl-env-doc", "hccl-channel", "hccl-communicator"),
     "hccs_counters": ("npucli-types",),
     "hccs_bw": ("npucli-types",),
     "roce_counters": ("hccn-910b",),

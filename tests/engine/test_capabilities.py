@@ -27,7 +27,7 @@ def test_an_800t_a2_never_fails_over_to_roce_and_goes_to_a_spare() -> None:
     roce = remedies[1]
     assert roce.can_work == NO
     assert "200T A2 Box16" in roce.why and "isDiffDeviceModule" in roce.why
-    assert set(roce.sources) == {"hccl-env-doc", "hccl-channel"}
+    assert set(roce.sources) == {"hccl-env-doc", "hccl-channel", "hccl-communicator"}
     assert remedies[0].can_work == YES and remedies[0].expected_downtime_s == 612.0
     assert keys(automatic_remedies(remedies)) == [REPLACE_WITH_SPARE, ESCALATE]
 
