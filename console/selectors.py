@@ -25,6 +25,34 @@ def spare_list() -> QuerySet[Node]:
     )
 
 
+def last_start_seconds(cluster: Cluster | None) -> float | None:
+    """The cluster's last measured engine start: the duration of its latest succeeded
+    start/restart/failover/replace operation (each restarts the engine); None if never."""
+    if cluster is None:
+        return None
+    from console.models.operations import Operation, OperationKind, OperationState
+
+    op = (
+        Operation.objects.filter(
+            cluster=cluster,
+            state=OperationState.SUCCEEDED,
+            kind__in=(
+                OperationKind.START,
+                OperationKind.RESTART,
+                OperationKind.FAILOVER,
+                OperationKind.REPLACE,
+            ),
+            started_at__isnull=False,
+            finished_at__isnull=False,
+        )
+        .order_by("-finished_at")
+        .first()
+    )
+    if op is None or op.started_at is None or op.finished_at is None:
+        return None
+    return (op.finished_at - op.started_at).total_seconds()
+
+
 def node_link_fault_plan(
     node: Node, *, last_start_s: float | None = None
 ) -> dict[str, Any]:
@@ -33,8 +61,11 @@ def node_link_fault_plan(
     For the node page and the API: the effective server model (site override, else
     detected at preflight, else unknown) with its source and evidence, the model's
     link capabilities, and the ordered remedies (engine.capabilities.remedies_for),
-    each saying whether it can have an effect here and citing its sources.
+    each saying whether it can have an effect here and citing its sources. The
+    expected downtime is ``last_start_s``, else the cluster's last measured start.
     """
+    if last_start_s is None:
+        last_start_s = last_start_seconds(node.cluster)
     model = node.effective_server_model
     cap = capability(model)
     spare = any(

@@ -141,3 +141,36 @@ def test_the_node_partial_shows_the_model_and_each_remedy(cluster: Any) -> None:
     assert "detected at preflight" in html and "910B3" in html
     assert 'class="remedy remedy-no" data-remedy="roce_failover"' in html
     assert "cannot work here" in html and "HCCL_INTRA_ROCE_ENABLE.md" in html
+
+
+def test_expected_downtime_is_the_clusters_last_measured_start(cluster: Any) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.models import Operation
+    from console.selectors import last_start_seconds
+
+    assert last_start_seconds(cluster) is None
+    now = timezone.now()
+    Operation.objects.create(
+        cluster=cluster,
+        kind="start",
+        state="succeeded",
+        started_at=now - timedelta(seconds=700),
+        finished_at=now - timedelta(seconds=100),
+    )
+    Operation.objects.create(
+        cluster=cluster,
+        kind="start",
+        state="failed",
+        started_at=now - timedelta(seconds=90),
+        finished_at=now - timedelta(seconds=10),
+    )
+    assert last_start_seconds(cluster) == pytest.approx(600.0)
+    plan = node_link_fault_plan(Node.objects.get(name="ascend-03"))
+    assert all(
+        r["expected_downtime_s"] == pytest.approx(600.0)
+        for r in plan["remedies"]
+        if r["restarts_engine"]
+    )
