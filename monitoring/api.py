@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from console.api.permissions import IsAdmin, IsOperator, IsViewer
 from console.models import Cluster
+from monitoring import telemetry_api
 from monitoring.alerts.catalog import METRICS
 from monitoring.alerts.incidents import (
     incident_list,
@@ -426,6 +427,12 @@ def incident_reject_view(request: Request, pk: int) -> Response:
 
 
 urlpatterns = [
+    path(
+        "clusters/<slug:name>/telemetry/latest/",
+        telemetry_api.telemetry_latest,
+        name="api-telemetry-latest",
+    ),
+    path("telemetry/range/", telemetry_api.telemetry_range, name="api-telemetry-range"),
     path("incidents/", incidents, name="api-incidents"),
     path("incidents/stats/", incidents_stats, name="api-incidents-stats"),
     path("incidents/<int:pk>/", incident_detail, name="api-incident-detail"),

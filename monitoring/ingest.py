@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from console.live import publish_many
 from console.models import LinkMode, Node, NodeState
 from console.models.inventory import NODE_STATE_COLORS
 from engine.parsers import ParseError
@@ -28,7 +29,6 @@ from engine.parsers.vllm_metrics import (
     derive,
     parse_exposition,
 )
-from monitoring.live import publish_many
 from monitoring.models import (
     ChipSample,
     CollectRound,

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.models import Cluster, Node
+from console.models.operations import Operation
 
 
 class Severity(models.TextChoices):
@@ -374,7 +375,8 @@ class Incident(models.Model):
     ``decided_at``, ``operation_started_at`` (first operation picked up),
     ``healthy_at`` (engine healthy again), ``resolved_at`` (alert resolved).
     ``action`` moves on when a remedy fails (failover → replace). ``operation_ids``
-    lists every operation this incident started, in order.
+    lists every operation this incident started, in order; ``operation`` is the latest,
+    the one whose end moves the incident on (console announces it, monitoring listens).
     """
 
     alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="incidents")
@@ -400,6 +402,14 @@ class Incident(models.Model):
     summary = models.CharField(_("summary"), max_length=500, blank=True)
     attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
     operation_ids = models.JSONField(default=list, blank=True)
+    operation = models.ForeignKey(
+        Operation,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="incidents",
+        verbose_name=_("latest operation"),
+    )
     verification = models.JSONField(default=dict, blank=True)
     fault_onset_at = models.DateTimeField(_("fault onset"))
     detected_at = models.DateTimeField(_("detected"))

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models import Cluster, Node, NodeRole, NodeState, Operation, OperationKind
+from console.selectors import node_latest_sample
 from console.services.agents import AgentUnreachable, agent_call
 from console.services.audit import audit_record
 from console.services.operations import operation_start
@@ -153,10 +154,8 @@ def cluster_maintenance_set(
 
 def hccs_evidence(node: Node) -> dict[str, Any]:
     """What an operator should see before failing back: the latest HCCS loss and link health of the node."""
-    from monitoring.models import NodeLatest
-
-    latest = NodeLatest.objects.filter(node=node).first()
-    data = (latest.data if latest is not None else None) or {}
+    ts, data = node_latest_sample(node) or (None, {})
+    data = data or {}
     # NodeLatest keeps HCCS per chip as {"<npu>.<chip>": {"health", "links", "loss_pct"}}
     unhealthy = sorted(
         f"npu{key}"
@@ -169,7 +168,7 @@ def hccs_evidence(node: Node) -> dict[str, Any]:
         "since": node.link_mode_since.isoformat() if node.link_mode_since else None,
         "reason": node.link_mode_reason,
         "hccs_loss_pct": data.get("hccs_loss_pct"),
-        "sampled_at": latest.ts.isoformat() if latest is not None else None,
+        "sampled_at": ts.isoformat() if ts is not None else None,
         "unhealthy_links": unhealthy,
     }
 

@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
 
+from console.live import publish_many
 from console.services.audit import audit_record, snapshot
 from monitoring import remediation
 from monitoring.alerts.catalog import METRICS
@@ -22,7 +23,6 @@ from monitoring.alerts.rules import (
     silence_matches,
 )
 from monitoring.alerts.selectors import observations_collect
-from monitoring.live import publish_many
 from monitoring.models_alerts import (
     ACTIVE_STATES,
     SEVERITY_RANK,

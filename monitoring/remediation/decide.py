@@ -9,8 +9,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console.models import Cluster, ClusterState, Node, NodeRole, NodeState
+from console.models import ClusterState, Node
 from console.models.operations import Operation, OperationKind, OperationState
+from console.selectors import spare_for, standby_for
 from console.services.audit import audit_record
 
 # One definition of a healthy RoCE port for the alert rules and the failover precondition.
@@ -198,39 +199,6 @@ def roce_evidence(node: Node) -> tuple[bool, dict[str, Any]]:
     }
 
 
-def spare_for(node: Node) -> Node | None:
-    """An idle spare of the same hardware (in no cluster, ready, same NPU model/count/HBM)."""
-    return (
-        Node.objects.filter(
-            cluster__isnull=True,
-            role=NodeRole.SPARE,
-            npu_model=node.npu_model,
-            npu_count=node.npu_count,
-            hbm_per_npu_gb=node.hbm_per_npu_gb,
-        )
-        .exclude(
-            state__in=(NodeState.OUT_OF_SERVICE, NodeState.UNREACHABLE, NodeState.STALE)
-        )
-        .exclude(pk=node.pk)
-        .order_by("name")
-        .first()
-    )
-
-
-def standby_for(cluster: Cluster) -> Cluster | None:
-    """A stopped cluster serving the same model, not in maintenance."""
-    return (
-        Cluster.objects.filter(
-            profile__served_model_name=cluster.profile.served_model_name,
-            state=ClusterState.STOPPED,
-            maintenance_mode=False,
-        )
-        .exclude(pk=cluster.pk)
-        .order_by("name")
-        .first()
-    )
-
-
 def _precondition(incident: Incident) -> tuple[str, dict[str, Any]] | None:
     """(why not, evidence) when the remedy cannot work; None when it may go ahead."""
     node, cluster = incident.node, incident.cluster
@@ -309,7 +277,7 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     assert cluster is not None
     kind = _OPERATION_OF_ACTION[RemediationAction(incident.action)]
     target = cluster
-    params: dict[str, Any] = {"incident": incident.pk}
+    params: dict[str, Any] = {}
     if incident.action == RemediationAction.FAILOVER and node is not None:
         params.update(link_modes={node.name: "roce"}, verify_node=node.name)
     elif incident.action == RemediationAction.REPLACE and node is not None:
@@ -326,25 +294,28 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
         params.update(scale_out_of=cluster.name)
     reason = f"incident #{incident.pk}: {incident.alert.message}"[:500]
     try:
-        op = operation_start(
-            cluster=target,
-            kind=kind,
-            user=user,
-            actor="remediation",
-            source="automation" if user is None else "ui",
-            reason=reason,
-            params=params,
-        )
+        # one transaction: the worker picks the operation up only once it is linked
+        with transaction.atomic():
+            op = operation_start(
+                cluster=target,
+                kind=kind,
+                user=user,
+                actor="remediation",
+                source="automation" if user is None else "ui",
+                reason=reason,
+                params=params,
+            )
+            _set(
+                incident,
+                state=IncidentState.RUNNING,
+                attempts=incident.attempts + 1,
+                operation=op,
+                operation_ids=[*incident.operation_ids, op.pk],
+                summary=f"operation #{op.pk} ({kind} on {target.name}) started",
+            )
     except (OperationConflict, OperationRefused) as exc:
         _escalate(incident, f"could not start {kind} on {target.name}: {exc}")
         return None
-    _set(
-        incident,
-        state=IncidentState.RUNNING,
-        attempts=incident.attempts + 1,
-        operation_ids=[*incident.operation_ids, op.pk],
-        summary=f"operation #{op.pk} ({kind} on {target.name}) started",
-    )
     _note(
         incident,
         "operation",

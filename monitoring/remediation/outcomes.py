@@ -28,16 +28,13 @@ from monitoring.remediation.timeline import (
 
 
 def operation_finished(operation_id: int) -> None:
-    """Move the incident that started this operation on (called by the control worker)."""
+    """Move the incident that started this operation on (on console's ``operation_finished``)."""
     op = Operation.objects.select_related("cluster").get(pk=operation_id)
-    incident_id = (op.params or {}).get("incident")
-    if not incident_id:
-        return
     with transaction.atomic():
         incident = (
             Incident.objects.select_for_update(of=("self",))
             .select_related("alert__rule", "cluster", "node")
-            .filter(pk=incident_id)
+            .filter(operation=op)
             .first()
         )
         if incident is None or incident.state != IncidentState.RUNNING:

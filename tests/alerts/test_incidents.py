@@ -91,7 +91,8 @@ def test_the_api_lists_an_incident_with_its_timeline_and_an_operator_approves_it
     assert (
         op.kind == "restart"
         and op.requested_by == operator
-        and op.params["incident"] == ask_incident.pk
+        and op.incidents.get() == ask_incident
+        and "incident" not in op.params
     )
     assert "decision:approve" in [row["kind"] for row in body["timeline"]]
     again = api(operator).post(f"/api/incidents/{ask_incident.pk}/approve/")
@@ -416,14 +417,15 @@ def test_the_incident_pages_speak_chinese_by_default(
 
 
 def test_a_cancelled_operation_stands_automation_down(
-    ask_incident: Incident, operator: Any
+    ask_incident: Incident, operator: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     from console.services.operations import operation_cancel
     from monitoring import remediation
 
     op = remediation.incident_approve(incident=ask_incident, user=operator)
     assert op is not None and op.state == "queued"
-    operation_cancel(operation=op, user=operator)
+    with django_capture_on_commit_callbacks(execute=True):  # finishing announces on commit
+        operation_cancel(operation=op, user=operator)
     ask_incident.refresh_from_db()
     assert (
         ask_incident.state == IncidentState.SKIPPED
@@ -435,7 +437,10 @@ def test_a_cancelled_operation_stands_automation_down(
 
 
 def test_an_interrupted_operation_escalates_instead_of_retrying(
-    ask_incident: Incident, operator: Any, settings: Any
+    ask_incident: Incident,
+    operator: Any,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     from console.services.operations import operation_reap_interrupted
     from monitoring import remediation
@@ -446,7 +451,8 @@ def test_an_interrupted_operation_escalates_instead_of_retrying(
         created_at=timezone.now()
         - timedelta(seconds=settings.OPERATION_QUEUE_STALE_S + 5)
     )
-    assert operation_reap_interrupted() == [op.pk]
+    with django_capture_on_commit_callbacks(execute=True):  # finishing announces on commit
+        assert operation_reap_interrupted() == [op.pk]
     ask_incident.refresh_from_db()
     assert (
         ask_incident.state == IncidentState.ESCALATED
@@ -504,8 +510,8 @@ def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(
         fault_onset_at=now,
         detected_at=now,
         operation_ids=[op.pk],
+        operation=op,
     )
-    Operation.objects.filter(pk=op.pk).update(params={"incident": incident.pk})
     remediation.operation_finished(op.pk)
     incident.refresh_from_db()
     assert (

@@ -29,7 +29,7 @@ from django.test import Client
 from console.models import Cluster
 from console.services.inventory import demo_seed
 from monitoring.ingest import NodeResult, ingest_round
-from monitoring.live import publish
+from console.live import publish
 from tests.factories import free_port, make_user
 from tests.monitoring.samples import agent_sample
 

@@ -15,6 +15,7 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
+from console.selectors import spare_for
 from console.services.agents import AgentUnreachable
 from console.services.runbooks.lifecycle import LifecycleRunbook
 
@@ -126,8 +127,6 @@ class RemedyRunbook(LifecycleRunbook):
 
     def replace_prepare(self) -> dict[str, Any]:
         """Pick the spare for params['node'] (or params['spare']); the new rank list, steps created later."""
-        from monitoring.remediation import spare_for
-
         step = self.add_step("Choose an idle spare of the same hardware")
         self.begin(step)
         name = self.op.params.get("node")

@@ -156,6 +156,10 @@ def run_operation(operation_id: int) -> str:
     thread.start()
     try:
         Runbook(op).run()
+    except Exception as exc:
+        # the runbook could not even set up: finish it, so listeners hear of it
+        log.exception("operation %s crashed before its steps", operation_id)
+        operation_terminate(op, OperationState.FAILED, error=f"internal error: {exc!r}")
     finally:
         stop.set()
         thread.join(timeout=5)
