@@ -42,10 +42,12 @@ from celery.signals import worker_init, worker_shutdown  # noqa: E402
 if _blocked:
     del sys.modules["django"]
 
+from engine.collect import collect  # noqa: E402
 from engine.diagnose import diagnose  # noqa: E402
 from engine.drivers import get_driver, node_driver  # noqa: E402
 from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus  # noqa: E402
 from engine.flags import check_argv  # noqa: E402
+from engine.preflight import run_preflight  # noqa: E402
 
 AGENT_VERSION = "0.2.0"
 # Environment names a plan may set for vllm serve. Anything else (LD_PRELOAD, PATH,
@@ -464,8 +466,6 @@ def engine_logs(node: str, lines: int = 200) -> dict[str, Any]:
 @agent_task("node.collect")
 def node_collect(node: str, model_path: str | None = None) -> dict[str, Any]:
     """One telemetry sample: parsed npu-smi and hccn_tool, host CPU/memory/load/disk, engine RSS."""
-    from engine.collect import collect
-
     _check_node(node)
     status = get_driver(config.driver).status(_spec(argv=_saved_argv()))
     sample = collect(
@@ -491,8 +491,6 @@ def node_preflight(
     ping_targets: list[str],
 ) -> dict[str, Any]:
     """The node-side preflight checks (engine.preflight), each pass/warn/fail with evidence and a fix."""
-    from engine.preflight import run_preflight
-
     _check_node(node)
     result = run_preflight(
         expected_npus=int(expected_npus),

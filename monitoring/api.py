@@ -31,7 +31,7 @@ from monitoring.alerts.services import (
     rule_save,
     silence_create,
 )
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     Alert,
     AlertRule,
     AlertState,
@@ -79,23 +79,7 @@ class AlertRuleSerializer(serializers.ModelSerializer[AlertRule]):
 
     class Meta:
         model = AlertRule
-        fields = [
-            "id",
-            "name",
-            "description",
-            "metric",
-            "scope",
-            "comparison",
-            "threshold",
-            "resolve_threshold",
-            "for_s",
-            "severity",
-            "labels",
-            "cluster",
-            "enabled",
-            "remediation_policy",
-            "remediation_action",
-        ]
+        fields = ["id", *AlertRule.EDITABLE_FIELDS, "scope"]
         read_only_fields = ["id", "scope"]
 
     def validate_metric(self, value: str) -> str:

@@ -14,7 +14,7 @@ from console.signals import (
 )
 from monitoring import remediation
 from monitoring.models import NodeLatest
-from monitoring.models_alerts import Alert, AlertState, Severity
+from monitoring.models.alerts import Alert, AlertState, Severity
 
 
 def on_operation_finished(sender: Any, *, operation_id: int, **kwargs: Any) -> None:

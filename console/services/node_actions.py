@@ -13,7 +13,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console.models import Cluster, Node, NodeRole, NodeState, Operation, OperationKind
+from console.models import (
+    Cluster,
+    LinkMode,
+    Node,
+    NodeRole,
+    NodeState,
+    Operation,
+    OperationKind,
+)
 from console.selectors import node_latest_sample
 from console.services.agents import AgentUnreachable, agent_call
 from console.services.audit import audit_record
@@ -106,7 +114,7 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
             role=NodeRole.SPARE,
             cluster=None,
             rank=None,
-            link_mode="hccs",
+            link_mode=LinkMode.HCCS,
             link_mode_since=timezone.now(),
             link_mode_reason=f"re-admitted by {user.username} after a passing preflight"[
                 :300
@@ -121,7 +129,7 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
             after={
                 "state": NodeState.READY,
                 "role": NodeRole.SPARE,
-                "link_mode": "hccs",
+                "link_mode": LinkMode.HCCS,
                 "checks": len(checks),
             },
             message=f"{len(checks)} preflight checks passed",
@@ -177,7 +185,7 @@ def cluster_failback(
     *, cluster: Cluster, user: Any, reason: str, request: Any = None, source: str = "ui"
 ) -> Operation:
     """Start a manual failover that moves every node on RoCE back to HCCS (never automatic)."""
-    nodes = list(cluster.nodes.filter(link_mode="roce").order_by("rank"))
+    nodes = list(cluster.nodes.filter(link_mode=LinkMode.ROCE).order_by("rank"))
     if not nodes:
         raise ActionRefused(
             f"no node of {cluster.name} runs on RoCE; nothing to fail back"
@@ -189,6 +197,9 @@ def cluster_failback(
         user=user,
         reason=reason or f"fail back to HCCS: {', '.join(n.name for n in nodes)}",
         source=source,
-        params={"link_modes": {n.name: "hccs" for n in nodes}, "failback": evidence},
+        params={
+            "link_modes": {n.name: LinkMode.HCCS.value for n in nodes},
+            "failback": evidence,
+        },
         request=request,
     )

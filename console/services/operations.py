@@ -154,6 +154,7 @@ def operation_start(
             "params": params or {},
         },
     )
+    # Late: console.tasks imports the runbooks, which import this module.
     from console.tasks import operation_run_task
 
     transaction.on_commit(

@@ -9,15 +9,20 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console.models import ClusterState, Node
+from console.models import ClusterState, LinkMode, Node
 from console.models.operations import Operation, OperationKind, OperationState
 from console.selectors import spare_for, standby_for
 from console.services.audit import audit_record
+from console.services.operations import (
+    OperationConflict,
+    OperationRefused,
+    operation_start,
+)
 
 # One definition of a healthy RoCE port for the alert rules and the failover precondition.
 from monitoring.alerts.selectors import ROCE_OK_HEALTH
 from monitoring.models import NodeLatest
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     INCIDENT_OPEN_STATES,
     Alert,
     AlertEvent,
@@ -34,6 +39,7 @@ from monitoring.remediation.timeline import (
     _escalate,
     _note,
     _set,
+    incident_lock,
 )
 
 # -- decision ---------------------------------------------------------------------------
@@ -206,7 +212,7 @@ def _precondition(incident: Incident) -> tuple[str, dict[str, Any]] | None:
     if incident.action == RemediationAction.FAILOVER:
         if node is None:
             return "failover needs a node-scoped alert", {}
-        if node.link_mode == "roce":
+        if node.link_mode == LinkMode.ROCE:
             _set(incident, action=RemediationAction.REPLACE)
             _note(
                 incident,
@@ -267,19 +273,15 @@ def _precondition(incident: Incident) -> tuple[str, dict[str, Any]] | None:
 
 def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     """Start the operation for the incident's current action; records it, or escalates on refusal."""
-    from console.services.operations import (
-        OperationConflict,
-        OperationRefused,
-        operation_start,
-    )
-
     cluster, node = incident.cluster, incident.node
     assert cluster is not None
     kind = _OPERATION_OF_ACTION[RemediationAction(incident.action)]
     target = cluster
     params: dict[str, Any] = {}
     if incident.action == RemediationAction.FAILOVER and node is not None:
-        params.update(link_modes={node.name: "roce"}, verify_node=node.name)
+        params.update(
+            link_modes={node.name: LinkMode.ROCE.value}, verify_node=node.name
+        )
     elif incident.action == RemediationAction.REPLACE and node is not None:
         params.update(node=node.name)
     elif incident.action == RemediationAction.SCALE_OUT:
@@ -326,18 +328,19 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     return op
 
 
+def _awaiting_approval(pk: int) -> Incident:
+    """The incident, locked; RemediationRefused unless it still awaits an operator."""
+    incident = incident_lock(pk=pk)
+    if incident is None or incident.state != IncidentState.AWAITING_APPROVAL:
+        state = incident.state if incident is not None else "gone"
+        raise RemediationRefused(f"incident #{pk} is {state}, not awaiting approval")
+    return incident
+
+
 def incident_approve(*, incident: Incident, user: Any) -> Operation | None:
     """An operator approves an ``ask`` incident: guardrails again, then act. Raises RemediationRefused."""
     with transaction.atomic():
-        incident = (
-            Incident.objects.select_for_update(of=("self",))
-            .select_related("alert__rule", "cluster", "node")
-            .get(pk=incident.pk)
-        )
-        if incident.state != IncidentState.AWAITING_APPROVAL:
-            raise RemediationRefused(
-                f"incident #{incident.pk} is {incident.state}, not awaiting approval"
-            )
+        incident = _awaiting_approval(incident.pk)
         _set(
             incident,
             approved_by=user,
@@ -364,15 +367,7 @@ def incident_approve(*, incident: Incident, user: Any) -> Operation | None:
 def incident_reject(*, incident: Incident, user: Any) -> Incident:
     """An operator declines an ``ask`` incident (the alert stays)."""
     with transaction.atomic():
-        incident = (
-            Incident.objects.select_for_update(of=("self",))
-            .select_related("alert")
-            .get(pk=incident.pk)
-        )
-        if incident.state != IncidentState.AWAITING_APPROVAL:
-            raise RemediationRefused(
-                f"incident #{incident.pk} is {incident.state}, not awaiting approval"
-            )
+        incident = _awaiting_approval(incident.pk)
         _set(
             incident,
             state=IncidentState.REJECTED,

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models.operations import Operation, OperationState
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     Alert,
     AlertEvent,
     AlertEventKind,
@@ -24,6 +24,7 @@ from monitoring.remediation.timeline import (
     _escalate,
     _note,
     _set,
+    incident_lock,
 )
 
 
@@ -31,12 +32,7 @@ def operation_finished(operation_id: int) -> None:
     """Move the incident that started this operation on (on console's ``operation_finished``)."""
     op = Operation.objects.select_related("cluster").get(pk=operation_id)
     with transaction.atomic():
-        incident = (
-            Incident.objects.select_for_update(of=("self",))
-            .select_related("alert__rule", "cluster", "node")
-            .filter(operation=op)
-            .first()
-        )
+        incident = incident_lock(operation=op)
         if incident is None or incident.state != IncidentState.RUNNING:
             return
         if incident.operation_started_at is None and op.started_at is not None:
@@ -153,6 +149,7 @@ def _replaced_node_alerts_resolve(incident: Incident, op: Operation) -> None:
     incident.refresh_from_db()
     for alert in alerts:
         alert.refresh_from_db()
+    # Late: monitoring.alerts.services imports monitoring.remediation, which imports this.
     from monitoring.alerts.services import alerts_publish
 
     transaction.on_commit(lambda: alerts_publish(alerts))
@@ -176,6 +173,7 @@ def _failed(incident: Incident, op: Operation) -> None:
             f"{what}; attempt {incident.attempts + 1} of {settings.REMEDIATION_RESTART_MAX_ATTEMPTS} in {delay:g} s (backoff)",
             delay_s=delay,
         )
+        # Late: monitoring.alerts.tasks imports monitoring.remediation, which imports this.
         from monitoring.alerts.tasks import remediation_retry_task
 
         pk = incident.pk
@@ -204,12 +202,7 @@ def _failed(incident: Incident, op: Operation) -> None:
 def remediation_retry(incident_id: int) -> None:
     """The backoff ran out: try the incident's action again (unless something changed meanwhile)."""
     with transaction.atomic():
-        incident = (
-            Incident.objects.select_for_update(of=("self",))
-            .select_related("alert__rule", "cluster", "node")
-            .filter(pk=incident_id)
-            .first()
-        )
+        incident = incident_lock(pk=incident_id)
         if incident is None or incident.state != IncidentState.RUNNING:
             return
         cluster = incident.cluster

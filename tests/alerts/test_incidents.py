@@ -22,7 +22,7 @@ from console.models import (
     Operation,
 )
 from monitoring.alerts.incidents import incident_stats
-from monitoring.models_alerts import Alert, AlertRule, Incident, IncidentState
+from monitoring.models.alerts import Alert, AlertRule, Incident, IncidentState
 from tests.alerts.helpers import ingest
 from tests.conftest import login
 from tests.factories import make_cluster
@@ -424,7 +424,9 @@ def test_a_cancelled_operation_stands_automation_down(
 
     op = remediation.incident_approve(incident=ask_incident, user=operator)
     assert op is not None and op.state == "queued"
-    with django_capture_on_commit_callbacks(execute=True):  # finishing announces on commit
+    with django_capture_on_commit_callbacks(
+        execute=True
+    ):  # finishing announces on commit
         operation_cancel(operation=op, user=operator)
     ask_incident.refresh_from_db()
     assert (
@@ -451,7 +453,9 @@ def test_an_interrupted_operation_escalates_instead_of_retrying(
         created_at=timezone.now()
         - timedelta(seconds=settings.OPERATION_QUEUE_STALE_S + 5)
     )
-    with django_capture_on_commit_callbacks(execute=True):  # finishing announces on commit
+    with django_capture_on_commit_callbacks(
+        execute=True
+    ):  # finishing announces on commit
         assert operation_reap_interrupted() == [op.pk]
     ask_incident.refresh_from_db()
     assert (

@@ -1,6 +1,6 @@
 """Alert rules, alerts and their timeline, silences, notification channels and deliveries.
 
-Imported by ``monitoring.models`` so the app's migrations see them. Evaluation lives in
+Exported by ``monitoring.models`` (the app's models package). Evaluation lives in
 ``monitoring.alerts.rules`` (pure) and ``monitoring.alerts.services`` (writes).
 """
 
@@ -72,6 +72,24 @@ class AlertRule(models.Model):
     An alert resolves only once the value is past ``resolve_threshold`` (hysteresis;
     None = the threshold itself). ``cluster`` limits the rule to one cluster.
     """
+
+    # What an admin may set (the form, the API and rule_save all take this list);
+    # ``scope`` follows from the metric.
+    EDITABLE_FIELDS = (
+        "name",
+        "description",
+        "metric",
+        "comparison",
+        "threshold",
+        "resolve_threshold",
+        "for_s",
+        "severity",
+        "labels",
+        "cluster",
+        "enabled",
+        "remediation_policy",
+        "remediation_action",
+    )
 
     name = models.CharField(_("name"), max_length=100, unique=True)
     description = models.CharField(_("description"), max_length=300, blank=True)
