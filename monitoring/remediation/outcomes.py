@@ -89,12 +89,7 @@ def _succeeded(incident: Incident, op: Operation) -> None:
                 "moving to the second remedy: replace the node with a spare",
                 verification=verification,
             )
-            _set(incident, action=RemediationAction.REPLACE)
-            problem = _precondition(incident)
-            if problem:
-                _escalate(incident, problem[0], **problem[1])
-                return
-            _execute(incident)
+            _second_remedy(incident)
             return
         _note(
             incident,
@@ -189,14 +184,19 @@ def _failed(incident: Incident, op: Operation) -> None:
             "next",
             f"{what}; moving to the second remedy: replace the node with a spare",
         )
-        _set(incident, action=RemediationAction.REPLACE)
-        problem = _precondition(incident)
-        if problem:
-            _escalate(incident, problem[0], **problem[1])
-            return
-        _execute(incident)
+        _second_remedy(incident)
         return
     _escalate(incident, what)
+
+
+def _second_remedy(incident: Incident) -> None:
+    """The failover did not hold: a spare of the same hardware takes the node's rank."""
+    _set(incident, action=RemediationAction.REPLACE)
+    problem = _precondition(incident)
+    if problem:
+        _escalate(incident, problem[0], **problem[1])
+        return
+    _execute(incident)
 
 
 def remediation_retry(incident_id: int) -> None:

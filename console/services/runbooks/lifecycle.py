@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -114,12 +115,20 @@ def run_start(run: Run, steps: dict[str, OperationStep]) -> None:
 
 def confirm_running(run: Run, node: Node, step: OperationStep) -> None:
     status = run.call(node, "engine.status")
+    _fail_unless_running(
+        run,
+        step,
+        status,
+        f"engine on {node.name} is {status['state']} ({status.get('detail', '')})",
+    )
+
+
+def _fail_unless_running(
+    run: Run, step: OperationStep, status: dict[str, Any], summary: str
+) -> None:
+    """An engine.status answer that is not "running" fails the step with the engine's log."""
     if status["state"] != "running":
-        raise run.fail(
-            step,
-            f"engine on {node.name} is {status['state']} ({status.get('detail', '')})",
-            lines=status.get("log_tail") or [],
-        )
+        raise run.fail(step, summary, lines=status.get("log_tail") or [])
 
 
 def wait_listening(run: Run, step: OperationStep, node: Node) -> None:
@@ -138,12 +147,12 @@ def wait_listening(run: Run, step: OperationStep, node: Node) -> None:
         except OSError:
             pass
         status = run.call(node, "engine.status")
-        if status["state"] != "running":
-            raise run.fail(
-                step,
-                f"rank 0 engine {status['state']} before binding its RPC port",
-                lines=status.get("log_tail") or [],
-            )
+        _fail_unless_running(
+            run,
+            step,
+            status,
+            f"rank 0 engine {status['state']} before binding its RPC port",
+        )
         run.check_cancel()
         time.sleep(0.5)
     status = run.call(node, "engine.status")
@@ -162,12 +171,12 @@ def wait_healthy(run: Run, step: OperationStep) -> None:
     last_joined = -1
     while time.monotonic() < deadline:
         status = run.call(head, "engine.status")
-        if status["state"] != "running":
-            raise run.fail(
-                step,
-                f"the head engine {status['state']}: {status.get('detail', '')}",
-                lines=status.get("log_tail") or [],
-            )
+        _fail_unless_running(
+            run,
+            step,
+            status,
+            f"the head engine {status['state']}: {status.get('detail', '')}",
+        )
         joined = int(status.get("ranks_joined") or 0)
         if joined != last_joined:
             last_joined = joined
@@ -187,12 +196,12 @@ def wait_healthy(run: Run, step: OperationStep) -> None:
             return
         for node in run.nodes[1:]:
             other = run.call(node, "engine.status")
-            if other["state"] != "running":
-                raise run.fail(
-                    step,
-                    f"rank {node.rank} on {node.name} {other['state']}: {other.get('detail', '')}",
-                    lines=other.get("log_tail") or [],
-                )
+            _fail_unless_running(
+                run,
+                step,
+                other,
+                f"rank {node.rank} on {node.name} {other['state']}: {other.get('detail', '')}",
+            )
         run.check_cancel()
         time.sleep(1.0)
     status = run.call(head, "engine.logs", lines=200)
