@@ -525,3 +525,55 @@ def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(
     assert not Operation.objects.filter(kind="replace").exists()
     page = login(operator).get(f"/alerts/incidents/{incident.pk}/").content.decode()
     assert "无法判定：两条链路上都没有观察到流量。" in page  # the UI default is zh-Hans
+
+
+def test_the_migration_links_each_incident_to_its_latest_operation_from_the_old_json_key(
+    cluster: Cluster,
+) -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("monitoring.migrations.0006_incident_operation_fk")
+    rule = AlertRule.objects.get(name="HCCS link loss")
+    now = timezone.now()
+    alert = Alert.objects.create(
+        rule=rule,
+        cluster=cluster,
+        target=cluster.name,
+        state="firing",
+        severity="warning",
+        fault_onset_at=now,
+        pending_at=now,
+        fired_at=now,
+    )
+    incident = Incident.objects.create(
+        alert=alert,
+        cluster=cluster,
+        action="failover",
+        policy="auto",
+        state="running",
+        fault_onset_at=now,
+        detected_at=now,
+    )
+    ops = [
+        Operation.objects.create(
+            cluster=cluster,
+            kind=kind,
+            state="failed",
+            finished_at=now,
+            params={"incident": incident.pk, "verify_node": "n2"},
+        )
+        for kind in ("failover", "replace")
+    ]
+    Incident.objects.filter(pk=incident.pk).update(operation_ids=[o.pk for o in ops])
+    migration.link_from_params(apps, None)
+    incident.refresh_from_db()
+    assert incident.operation_id == ops[-1].pk  # the latest one moves the incident on
+    assert [Operation.objects.get(pk=o.pk).params for o in ops] == [
+        {"verify_node": "n2"}
+    ] * 2
+    migration.params_from_link(apps, None)  # and back
+    assert all(
+        Operation.objects.get(pk=o.pk).params["incident"] == incident.pk for o in ops
+    )
