@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 
 def _create_role_groups(sender: Any, **kwargs: Any) -> None:
+    # Late: console.permissions imports models, which need the app registry ready.
     from console.permissions import ensure_role_groups
 
     ensure_role_groups()

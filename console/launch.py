@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from django.conf import settings
 
+    # After django.setup(): models need configured settings and a ready app registry.
     from console.models import Node
 
     env = {

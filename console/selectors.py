@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 from django.db.models import Prefetch, QuerySet
 
-from console.models import Cluster, Node, NodeRole
+from console.models import Cluster, ClusterState, Node, NodeRole, NodeState
+from console.models.operations import Operation, OperationKind, OperationState
+from console.signals import ask, critical_alerts_asked, latest_sample_asked
 from engine.capabilities import capability, remedies_for
 
 
@@ -25,13 +28,56 @@ def spare_list() -> QuerySet[Node]:
     )
 
 
+def spare_for(node: Node) -> Node | None:
+    """An idle spare of the same hardware (in no cluster, ready, same NPU model/count/HBM)."""
+    return (
+        spare_list()
+        .filter(
+            npu_model=node.npu_model,
+            npu_count=node.npu_count,
+            hbm_per_npu_gb=node.hbm_per_npu_gb,
+        )
+        .exclude(
+            state__in=(NodeState.OUT_OF_SERVICE, NodeState.UNREACHABLE, NodeState.STALE)
+        )
+        .exclude(pk=node.pk)
+        .first()
+    )
+
+
+def standby_for(cluster: Cluster) -> Cluster | None:
+    """A stopped cluster serving the same model, not in maintenance."""
+    return (
+        Cluster.objects.filter(
+            profile__served_model_name=cluster.profile.served_model_name,
+            state=ClusterState.STOPPED,
+            maintenance_mode=False,
+        )
+        .exclude(pk=cluster.pk)
+        .order_by("name")
+        .first()
+    )
+
+
+def cluster_critical_alerts(cluster: Cluster) -> list[tuple[str, str]]:
+    """Firing, unsilenced critical alerts of ``cluster`` as (target, rule name), at most 3."""
+    answer = ask(critical_alerts_asked, Cluster, cluster=cluster)
+    return cast(list[tuple[str, str]], answer or [])
+
+
+def node_latest_sample(node: Node) -> tuple[datetime, dict[str, Any]] | None:
+    """The node's latest collected sample as (time, data); None before the first one."""
+    return cast(
+        "tuple[datetime, dict[str, Any]] | None",
+        ask(latest_sample_asked, Node, node=node),
+    )
+
+
 def last_start_seconds(cluster: Cluster | None) -> float | None:
     """The cluster's last measured engine start: the duration of its latest succeeded
     start/restart/failover/replace operation (each restarts the engine); None if never."""
     if cluster is None:
         return None
-    from console.models.operations import Operation, OperationKind, OperationState
-
     op = (
         Operation.objects.filter(
             cluster=cluster,

@@ -410,8 +410,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # one schema name per choice set that several serializers use
     "ENUM_NAME_OVERRIDES": {
-        "IncidentStateEnum": "monitoring.models_alerts.IncidentState",
-        "RemediationActionEnum": "monitoring.models_alerts.RemediationAction",
+        "IncidentStateEnum": "monitoring.models.alerts.IncidentState",
+        "RemediationActionEnum": "monitoring.models.alerts.RemediationAction",
         "ServerModelEnum": "console.models.inventory.SERVER_MODEL_CHOICES",
     },
 }

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 from django.conf import settings
 
 from console.celery import app
 from console.services.operations import operation_reap_interrupted
 from console.services.runbooks import run_operation
-
-log = logging.getLogger(__name__)
 
 
 @app.task(
@@ -20,18 +16,12 @@ log = logging.getLogger(__name__)
     acks_late=False,
 )
 def operation_run_task(operation_id: int) -> str:
-    """Run one operation's runbook on the control worker."""
-    state = run_operation(operation_id)
-    if state != "not-claimed":
-        from monitoring.remediation import operation_finished
+    """Run one operation's runbook on the control worker.
 
-        try:
-            operation_finished(
-                operation_id
-            )  # an incident's operation moves the incident on
-        except Exception:
-            log.exception("remediation after operation %s failed", operation_id)
-    return state
+    Finishing it announces ``console.signals.operation_finished`` (listeners such as
+    remediation react there, not here).
+    """
+    return run_operation(operation_id)
 
 
 @app.task(name="operations.reap")

@@ -46,6 +46,8 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("admin/", admin.site.urls),
+    # monitoring's API (telemetry, alerts, incidents, rules) beside console's, under /api/
+    path("api/", include("monitoring.api")),
     path("api/", include("console.api.urls")),
     path("v1/", include("console.gateway.urls")),
     path("apikeys/", include("console.gateway.page_urls")),

@@ -37,18 +37,19 @@ import kombu.utils.json  # noqa: E402,F401
 import psutil  # noqa: E402
 from celery import Celery  # noqa: E402
 from celery.exceptions import Ignore  # noqa: E402
-from celery.signals import worker_shutdown  # noqa: E402
+from celery.signals import worker_init, worker_shutdown  # noqa: E402
 
 if _blocked:
     del sys.modules["django"]
 
+from engine.collect import collect  # noqa: E402
 from engine.diagnose import diagnose  # noqa: E402
-from engine.drivers import get_driver  # noqa: E402
-from engine.drivers.base import DriverError, EngineSpec, EngineStatus  # noqa: E402
+from engine.drivers import get_driver, node_driver  # noqa: E402
+from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus  # noqa: E402
 from engine.flags import check_argv  # noqa: E402
+from engine.preflight import run_preflight  # noqa: E402
 
 AGENT_VERSION = "0.2.0"
-SIM_BIN = Path(__file__).resolve().parent / "sim" / "bin"
 # Environment names a plan may set for vllm serve. Anything else (LD_PRELOAD, PATH,
 # PYTHONPATH, …) could turn a plan into code execution, so it is refused.
 ALLOWED_ENV_PREFIXES = (
@@ -110,11 +111,7 @@ class AgentConfig:
         if backend.startswith("amqp"):
             backend = "rpc://"
         driver = env.get("ENGINE_DRIVER", "systemd")
-        if driver == "sim":
-            base = Path(env.get("SIM_STATE_DIR") or "var/sim")
-            workdir = Path(env.get("AGENT_WORKDIR") or base / node / "agent")
-        else:
-            workdir = Path(env.get("AGENT_WORKDIR") or f"/var/lib/ascend-agent/{node}")
+        workdir = get_driver(driver).workdir(node, env)
         version = (
             env.get("SIM_VLLM_VERSION")
             or env.get("AGENT_VLLM_VERSION")
@@ -165,32 +162,19 @@ app.conf.update(
 )
 
 
-def _prepare_sim() -> None:
-    """On a sim node: the fake npu-smi/hccn_tool first on PATH, the node's state dir ready."""
-    from engine.sim.state import load_config, node_dir, save_config
-
-    os.environ["SIM_NODE"] = config.node_name
-    os.environ.setdefault("SIM_STATE_DIR", str(config.workdir.parent.parent))
-    os.environ["SIM_PYTHON"] = sys.executable
-    os.environ["PATH"] = f"{SIM_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
-    d = node_dir(config.node_name)
-    cfg = load_config(d)
-    ips = [ip for ip in os.environ.get("SIM_NPU_IPS", "").split(",") if ip]
-    if ips:
-        cfg.npu_ips = ips
-        cfg.npu_count = len(ips)
-    save_config(d, cfg)
-    conf = d / "hccn.conf"
-    if cfg.npu_ips and not conf.exists():
-        lines = [
-            f"address_{i}={ip}\nnetmask_{i}=255.255.255.0\nnetdetect_{i}={ip.rsplit('.', 1)[0]}.254\n"
-            for i, ip in enumerate(cfg.npu_ips)
-        ]
-        conf.write_text("".join(lines))
+@functools.cache
+def _driver() -> Driver:
+    """This node's driver, its node prepared once: at worker start or on the first task,
+    never at import (importing this module changes nothing in the process)."""
+    driver = node_driver(config.driver)
+    driver.prepare_node(config.node_name, config.workdir)
+    return driver
 
 
-if config.driver == "sim":
-    _prepare_sim()
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _prepare_node(**_: Any) -> None:
+    _driver()
+
 
 # Every task this agent runs. Celery executes only registered tasks; this set is
 # the reviewable allowlist, and a test checks the registry equals it.
@@ -218,11 +202,10 @@ def agent_task(name: str) -> Callable[[Callable[..., Any]], Any]:
     def decorator(func: Callable[..., Any]) -> Any:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if config.driver == "sim" and name not in {"sim.clear", "sim.state"}:
-                from engine.sim.state import load_faults, node_dir
-
-                if load_faults(node_dir(config.node_name)).agent_stop:
-                    raise Ignore()
+            if name not in {"sim.clear", "sim.state"} and not _driver().answers(
+                config.node_name
+            ):
+                raise Ignore()
             return func(*args, **kwargs)
 
         return app.task(name=name, shared=False)(wrapper)
@@ -380,12 +363,15 @@ def _saved_argv() -> list[str]:
 
 
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
-def _stop_sim_engine_on_exit(**_: Any) -> None:
+def _stop_engine_with_agent(**_: Any) -> None:
     """A sim node's engine lives and dies with its agent (make run's Ctrl-C leaves no orphan).
 
     Real nodes keep serving through an agent restart: systemd owns their engine.
     """
-    if config.driver == "sim" or os.environ.get("AGENT_STOP_ENGINE_ON_EXIT") == "1":
+    if (
+        _driver().engine_dies_with_agent
+        or os.environ.get("AGENT_STOP_ENGINE_ON_EXIT") == "1"
+    ):
         try:
             get_driver(config.driver).stop(_spec(argv=_saved_argv()), grace_s=5.0)
         except DriverError:
@@ -480,8 +466,6 @@ def engine_logs(node: str, lines: int = 200) -> dict[str, Any]:
 @agent_task("node.collect")
 def node_collect(node: str, model_path: str | None = None) -> dict[str, Any]:
     """One telemetry sample: parsed npu-smi and hccn_tool, host CPU/memory/load/disk, engine RSS."""
-    from engine.collect import collect
-
     _check_node(node)
     status = get_driver(config.driver).status(_spec(argv=_saved_argv()))
     sample = collect(
@@ -507,8 +491,6 @@ def node_preflight(
     ping_targets: list[str],
 ) -> dict[str, Any]:
     """The node-side preflight checks (engine.preflight), each pass/warn/fail with evidence and a fix."""
-    from engine.preflight import run_preflight
-
     _check_node(node)
     result = run_preflight(
         expected_npus=int(expected_npus),
@@ -520,27 +502,14 @@ def node_preflight(
     return {"node": config.node_name, "driver": config.driver, **result}
 
 
-def _require_sim() -> Path:
-    if config.driver != "sim":
-        raise PermissionError(
-            f"fault injection is refused: {config.node_name} runs the {config.driver} driver, not the simulator"
-        )
-    from engine.sim.state import node_dir
-
-    return node_dir(config.node_name)
-
-
 @agent_task("sim.inject")
 def sim_inject(node: str, fault: str, value: str | None = None) -> dict[str, Any]:
     """Inject a simulated fault (refused unless this node runs the sim driver).
 
     ``crash once|always`` also kills a running engine now, like a real crash would.
     """
-    from engine.sim.state import inject_fault
-
     _check_node(node)
-    d = _require_sim()
-    faults = inject_fault(d, fault, value)
+    injected = _driver().fault_inject(config.node_name, fault, value)
     killed = False
     if fault == "crash":
         driver = get_driver(config.driver)
@@ -559,37 +528,18 @@ def sim_inject(node: str, fault: str, value: str | None = None) -> dict[str, Any
                     proc.kill()
             psutil.wait_procs(tree, timeout=5)
             killed = bool(tree)
-    return {
-        "node": config.node_name,
-        "faults": faults.to_dict(),
-        "active": faults.active(),
-        "killed_engine": killed,
-    }
+    return {"node": config.node_name, **injected, "killed_engine": killed}
 
 
 @agent_task("sim.clear")
 def sim_clear(node: str) -> dict[str, Any]:
     """Clear every simulated fault on this node."""
-    from engine.sim.state import clear_faults, load_faults
-
     _check_node(node)
-    d = _require_sim()
-    clear_faults(d)
-    return {"node": config.node_name, "faults": load_faults(d).to_dict()}
+    return {"node": config.node_name, **_driver().fault_clear(config.node_name)}
 
 
 @agent_task("sim.state")
 def sim_state(node: str) -> dict[str, Any]:
     """The simulated node's config, faults and engine activity."""
-    from engine.sim.state import load_config, load_faults, read_engine
-
     _check_node(node)
-    d = _require_sim()
-    faults = load_faults(d)
-    return {
-        "node": config.node_name,
-        "config": load_config(d).to_dict(),
-        "faults": faults.to_dict(),
-        "active": faults.active(),
-        "engine": read_engine(d),
-    }
+    return {"node": config.node_name, **_driver().sim_state(config.node_name)}

@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from engine.versions import version_key
+
 FLAGLISTS = Path(__file__).resolve().parent / "flaglists"
 
 SUPPORTED_VERSIONS: tuple[str, ...] = ("0.23.0", "0.33.0")
@@ -85,10 +87,6 @@ class RemovedFlag:
     removed_in: str | None = (
         None  # absent from this version on (found by diffing the lists)
     )
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 def _require_version(version: str) -> None:
@@ -180,7 +178,7 @@ def _removed_message(flag: str, version: str) -> str | None:
     if entry.removed_before is not None:
         before = entry.removed_before
         return f"{flag} was removed before vLLM {before}; {fix} ({entry.why})"
-    if entry.removed_in is not None and _version_key(version) >= _version_key(
+    if entry.removed_in is not None and version_key(version) >= version_key(
         entry.removed_in
     ):
         older = [v for v in SUPPORTED_VERSIONS if flag in _flag_names(v)]

@@ -17,15 +17,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.flags import SUPPORTED_VERSIONS, check_argv
+from engine.links import LINK_MODES, LinkMode
 from engine.memory import DTYPE_BYTES, FitReport, estimate_fit
 
 MODES = ("dp", "tp_pp")
-LINK_MODES = ("hccs", "roce")
 
 # Intra-server link (reference/ascend-facts.md §4); vllm-ascend sets HCCS on A2.
-LINK_ENV = {
-    "hccs": {"HCCL_INTRA_PCIE_ENABLE": "1", "HCCL_INTRA_ROCE_ENABLE": "0"},
-    "roce": {"HCCL_INTRA_PCIE_ENABLE": "0", "HCCL_INTRA_ROCE_ENABLE": "1"},
+LINK_ENV: dict[str, dict[str, str]] = {
+    LinkMode.HCCS: {"HCCL_INTRA_PCIE_ENABLE": "1", "HCCL_INTRA_ROCE_ENABLE": "0"},
+    LinkMode.ROCE: {"HCCL_INTRA_PCIE_ENABLE": "0", "HCCL_INTRA_ROCE_ENABLE": "1"},
 }
 
 # vLLM's front end waits VLLM_ENGINE_READY_TIMEOUT_S for the engine cores (vllm/envs.py,
@@ -104,7 +104,7 @@ class NodeSpec:
     npu_ips: list[str]
     api_port: int
     rpc_port: int
-    link_mode: str  # "hccs" | "roce"
+    link_mode: str  # a LinkMode value
     driver: str = "systemd"
 
     def to_dict(self) -> dict[str, Any]:
@@ -313,7 +313,7 @@ def _check_nodes(nodes: list[NodeSpec], errors: dict[str, list[str]]) -> None:
         if node.link_mode not in LINK_MODES:
             errors["link_mode"].append(
                 f"{node.name}: link_mode {node.link_mode!r} is unknown; "
-                "use hccs or roce."
+                f"use {' or '.join(LINK_MODES)}."
             )
         for key, port in (("api_port", node.api_port), ("rpc_port", node.rpc_port)):
             if not 1 <= port <= 65535:

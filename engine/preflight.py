@@ -7,15 +7,14 @@ side runs this on every node in parallel and compares versions across nodes.
 from __future__ import annotations
 
 import errno
-import hashlib
 import importlib.metadata
-import os
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.capabilities import UNKNOWN_MODEL, capability
+from engine.drivers import node_driver
 from engine.parsers import ParseError
 from engine.parsers.hccn_tool import (
     parse_gateway,
@@ -58,10 +57,6 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _sim() -> bool:
-    return os.environ.get("ENGINE_DRIVER") == "sim"
 
 
 def _tool(argv: list[str]) -> tuple[str | None, str]:
@@ -152,10 +147,9 @@ def check_npus(expected: int) -> tuple[list[Check], NpuSmiInfo | None]:
 
 def versions() -> dict[str, str | None]:
     """Driver, firmware, CANN and the Python packages this agent can import."""
-    if _sim():
-        from engine.sim.state import load_config, node_dir
-
-        return {k: v for k, v in load_config(node_dir()).versions.items()}
+    known = node_driver().versions()
+    if known is not None:
+        return known
     found: dict[str, str | None] = {"driver": None, "firmware": None, "cann": None}
     out, _ = _tool(["npu-smi", "info", "-t", "board", "-i", "0"])
     if out:
@@ -289,11 +283,7 @@ def check_nics(
 
 
 def _hccn_conf_path() -> Path:
-    if _sim():
-        from engine.sim.state import node_dir
-
-        return node_dir() / "hccn.conf"
-    return Path(HCCN_CONF)
+    return node_driver().hccn_conf() or Path(HCCN_CONF)
 
 
 def check_model(path: str) -> tuple[Check, int | None]:
@@ -305,9 +295,8 @@ def check_model(path: str) -> tuple[Check, int | None]:
             "no model path to check (the node serves no cluster yet)",
             "The path is checked again when the node joins a cluster.",
         ), None
-    if _sim():
-        # No weights on a sim node: report a stable simulated size for the path.
-        size = int(hashlib.sha256(path.encode()).hexdigest()[:10], 16)
+    size = node_driver().simulated_model_size(path)
+    if size is not None:  # no weights on a sim node: a stable size for the path
         return Check("model path", PASS, f"{path} (simulated, {size} bytes)"), size
     p = Path(path)
     if not p.exists():

@@ -1,31 +1,21 @@
 """The one seam through which the agent runs Ascend tools (``npu-smi``, ``hccn_tool``).
 
-Production runs the real binaries with an argv list and a timeout. On a sim node
-the same argv goes to the simulator's tool (engine/sim), which prints the real
-output formats. By default the sim tools are called in-process: each fake tool is
-a Python program costing ~100 ms to start, and a poll round makes dozens of calls
-per node, which would drown a 2-core demo machine. ``SIM_TOOLS_EXEC=1`` runs the
-sim executables as real subprocesses instead (the test suite does this once).
+Production runs the real binaries with an argv list and a timeout. The node's driver
+may answer instead (``Driver.run_tool``): on a sim node the simulator's tools print
+the real output formats (engine.drivers.sim says when and why in-process).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.drivers import node_driver
+
 # dmidecode: only "-s system-product-name", the server model (engine/parsers/server_model.py)
 TOOL_NAMES = ("npu-smi", "hccn_tool", "dmidecode")
-# Real installs put hccn_tool here rather than on PATH (ascend-facts.md §3).
-TOOL_FALLBACK_DIRS = (
-    "/usr/local/Ascend/driver/tools",
-    "/usr/local/bin",
-    "/usr/bin",
-    "/usr/sbin",
-)
-SIM_BIN = Path(__file__).resolve().parent / "sim" / "bin"
 
 
 @dataclass
@@ -52,11 +42,9 @@ def _run(argv: list[str], timeout: float) -> ToolResult:
         raise ToolError(
             f"{argv[0]!r} is not an allowlisted tool ({', '.join(TOOL_NAMES)})"
         )
-    if (
-        os.environ.get("ENGINE_DRIVER") == "sim"
-        and os.environ.get("SIM_TOOLS_EXEC") != "1"
-    ):
-        return _run_sim_in_process(argv)
+    answered = node_driver().run_tool(argv)
+    if answered is not None:
+        return answered
     exe = _resolve(argv[0])
     try:
         proc = subprocess.run(
@@ -86,27 +74,11 @@ def _resolve(name: str) -> str:
     path = shutil.which(name)
     if path:
         return path
-    if os.environ.get("ENGINE_DRIVER") == "sim":
-        return str(SIM_BIN / name)
-    for directory in TOOL_FALLBACK_DIRS:
+    directories = node_driver().tool_dirs
+    for directory in directories:
         candidate = Path(directory) / name
         if candidate.exists():
             return str(candidate)
     raise ToolError(
-        f"{name} not found on PATH or in {', '.join(TOOL_FALLBACK_DIRS)}; install the Ascend driver package"
+        f"{name} not found on PATH or in {', '.join(directories)}; install the Ascend driver package"
     )
-
-
-def _run_sim_in_process(argv: list[str]) -> ToolResult:
-    from engine.sim import dmidecode, hccn_tool, npu_smi
-    from engine.sim.state import node_dir
-
-    d = node_dir()
-    if argv[0] == "dmidecode":
-        code, out, err = dmidecode.run(argv[1:], d)
-        return ToolResult(argv=argv, returncode=code, stdout=out, stderr=err)
-    if argv[0] == "npu-smi":
-        code, out = npu_smi.run(argv[1:], d)
-        return ToolResult(argv=argv, returncode=code, stdout=out, stderr="")
-    code, out, err = hccn_tool.run(argv[1:], d)
-    return ToolResult(argv=argv, returncode=code, stdout=out, stderr=err)

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from console.api.permissions import IsAdmin, IsOperator, IsViewer
 from console.models import Cluster
+from monitoring import telemetry_api
 from monitoring.alerts.catalog import METRICS
 from monitoring.alerts.incidents import (
     incident_list,
@@ -30,7 +31,7 @@ from monitoring.alerts.services import (
     rule_save,
     silence_create,
 )
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     Alert,
     AlertRule,
     AlertState,
@@ -78,23 +79,7 @@ class AlertRuleSerializer(serializers.ModelSerializer[AlertRule]):
 
     class Meta:
         model = AlertRule
-        fields = [
-            "id",
-            "name",
-            "description",
-            "metric",
-            "scope",
-            "comparison",
-            "threshold",
-            "resolve_threshold",
-            "for_s",
-            "severity",
-            "labels",
-            "cluster",
-            "enabled",
-            "remediation_policy",
-            "remediation_action",
-        ]
+        fields = ["id", *AlertRule.EDITABLE_FIELDS, "scope"]
         read_only_fields = ["id", "scope"]
 
     def validate_metric(self, value: str) -> str:
@@ -426,6 +411,12 @@ def incident_reject_view(request: Request, pk: int) -> Response:
 
 
 urlpatterns = [
+    path(
+        "clusters/<slug:name>/telemetry/latest/",
+        telemetry_api.telemetry_latest,
+        name="api-telemetry-latest",
+    ),
+    path("telemetry/range/", telemetry_api.telemetry_range, name="api-telemetry-range"),
     path("incidents/", incidents, name="api-incidents"),
     path("incidents/stats/", incidents_stats, name="api-incidents-stats"),
     path("incidents/<int:pk>/", incident_detail, name="api-incident-detail"),

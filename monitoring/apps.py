@@ -8,3 +8,9 @@ class MonitoringConfig(AppConfig):
     name = "monitoring"
     verbose_name = _("Monitoring")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Imported here, not at the top: receivers import models, which need the app registry.
+        from monitoring import receivers
+
+        receivers.connect()

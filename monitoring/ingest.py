@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from console.live import publish_many
 from console.models import LinkMode, Node, NodeState
 from console.models.inventory import NODE_STATE_COLORS
 from engine.link_loss import node_loss_reading
@@ -29,7 +30,6 @@ from engine.parsers.vllm_metrics import (
     derive,
     parse_exposition,
 )
-from monitoring.live import publish_many
 from monitoring.models import (
     ChipSample,
     CollectRound,
@@ -262,6 +262,24 @@ def _err(
     )
 
 
+@dataclass
+class _Round:
+    """What one round writes and pushes, gathered node by node before one transaction."""
+
+    now: datetime
+    summary: RoundSummary
+    chips: list[ChipSample] = field(default_factory=list)
+    nodes: list[NodeSample] = field(default_factory=list)
+    latest: list[NodeLatest] = field(default_factory=list)
+    errors: list[SampleError] = field(default_factory=list)
+    target_state: dict[str, list[int]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    live: dict[int, dict[str, Any]] = field(
+        default_factory=lambda: defaultdict(lambda: {"nodes": {}, "engine": None})
+    )
+
+
 def ingest_round(
     *,
     nodes: list[NodeResult],
@@ -275,176 +293,188 @@ def ingest_round(
     """
     t0 = time.perf_counter()
     now = started_at or timezone.now()
-    summary = RoundSummary(nodes_total=len(nodes))
+    rnd = _Round(now=now, summary=RoundSummary(nodes_total=len(nodes)))
     by_id = {n.pk: n for n in Node.objects.filter(pk__in=[r.node_id for r in nodes])}
     prev_latest = {
         lt.node_id: lt.data for lt in NodeLatest.objects.filter(node_id__in=list(by_id))
     }
-    chip_rows: list[ChipSample] = []
-    node_rows: list[NodeSample] = []
-    latest_rows: list[NodeLatest] = []
-    errors: list[SampleError] = []
-    target_state: dict[str, list[int]] = defaultdict(list)
-    live: dict[int, dict[str, Any]] = defaultdict(lambda: {"nodes": {}, "engine": None})
-
     for result in nodes:
         node = by_id.get(result.node_id)
         if node is None:
             continue  # deleted while the round ran
-        if result.sample is None:
-            if result.error:
-                errors.append(_err(now, "node.collect", result.error, node=node))
-            continue
-        try:
-            parsed = _parse_sample(result.sample)
-        except (KeyError, TypeError, ValueError) as exc:
-            raw = (
-                json.dumps(result.sample, default=str)[:RAW_KEEP]
-                if not isinstance(result.sample, str)
-                else result.sample
-            )
-            errors.append(
-                _err(
-                    now,
-                    "node.collect",
-                    f"unreadable sample from {node.name}: {exc!r}",
-                    raw,
-                    node=node,
-                )
-            )
-            continue
-        summary.nodes_ok += 1
-        for e in parsed.errors:
-            errors.append(
-                _err(
-                    now,
-                    str(e.get("source", "agent")),
-                    str(e.get("message", "")),
-                    str(e.get("raw") or ""),
-                    node=node,
-                )
-            )
-        prev_hccs = (prev_latest.get(node.pk) or {}).get("hccs") or {}
-        chips_live = []
-        worst: float | None = None
-        idle_chips = 0
-        for c in parsed.chips:
-            key = f"{c['npu']}.{c['chip']}"
-            h = parsed.hccs.get(key)
-            loss = (
-                _link_loss((prev_hccs.get(key) or {}).get("links"), h["links"])
-                if h
-                else None
-            )
-            if h is not None:
-                h["loss_pct"] = loss
-            if loss is not None:
-                worst = loss if worst is None else max(worst, loss)
-            elif h is not None and _links_idle(
-                (prev_hccs.get(key) or {}).get("links"), h["links"]
-            ):
-                idle_chips += 1
-            chip_rows.append(
-                ChipSample(
-                    node_id=node.pk,
-                    ts=now,
-                    npu=c["npu"],
-                    chip=c["chip"],
-                    health=c["health"][:16],
-                    temp_c=c["temp_c"],
-                    power_w=c["power_w"],
-                    aicore_pct=c["aicore_pct"],
-                    hbm_used_mb=c["hbm_used_mb"],
-                    hbm_total_mb=c["hbm_total_mb"],
-                    hccs_loss_pct=loss,
-                )
-            )
-            hbm_pct = (
-                100.0 * c["hbm_used_mb"] / c["hbm_total_mb"]
-                if c["hbm_used_mb"] is not None and c["hbm_total_mb"]
-                else None
-            )
-            chips_live.append(
-                [
-                    c["npu"],
-                    c["chip"],
-                    c["temp_c"],
-                    hbm_pct,
-                    c["aicore_pct"],
-                    c["health"],
-                ]
-            )
-        if worst is None and idle_chips and node.link_mode == LinkMode.ROCE:
-            # The node's intra-server traffic moved to RoCE and HCCS carried nothing, so it
-            # lost nothing: 0 %, and the HCCS-loss alert resolves after a failover. On a
-            # node still on HCCS, idle links (an engine restarting) say nothing: no value,
-            # so the alert neither resolves nor flaps while the remedy is still running.
-            worst = 0.0
-        # measured / no_traffic / unsupported / no_baseline / reset (engine/link_loss.py)
-        loss_state = node_loss_reading(
-            prev_hccs, parsed.hccs, hccs_unsupported=parsed.hccs_unsupported
-        ).state
-        engine_state = str(parsed.engine.get("state") or "")
-        node_rows.append(
-            NodeSample(
-                node_id=node.pk,
-                ts=now,
-                cpu_pct=_num(parsed.host.get("cpu_pct")),
-                mem_used_pct=_num(parsed.host.get("mem_used_pct")),
-                load1=_num(parsed.host.get("load1")),
-                disk_free_gb=_num(parsed.host.get("disk_free_gb")),
-                engine_rss_mb=_num(parsed.host.get("engine_rss_mb")),
-                engine_state=engine_state[:16],
-                hccs_loss_pct=worst,
-                roce_down=sum(1 for p in parsed.roce if p["link"] not in ("UP", None)),
-                errors=min(len(parsed.errors), 32767),
+        parsed = _read_sample(rnd, node, result)
+        if parsed is not None:
+            prev_hccs = (prev_latest.get(node.pk) or {}).get("hccs") or {}
+            _ingest_node(rnd, node, parsed, prev_hccs)
+    engine_rows, scrape_states = _ingest_scrapes(scrapes, now, rnd.errors, rnd.live)
+    _store_round(rnd, engine_rows, scrape_states, by_id, t0)
+    return rnd.summary
+
+
+def _read_sample(rnd: _Round, node: Node, result: NodeResult) -> _Parsed | None:
+    """The node's sample, parsed, with the agent's own errors recorded; None (recorded) when unreadable."""
+    if result.sample is None:
+        if result.error:
+            rnd.errors.append(_err(rnd.now, "node.collect", result.error, node=node))
+        return None
+    try:
+        parsed = _parse_sample(result.sample)
+    except (KeyError, TypeError, ValueError) as exc:
+        raw = (
+            json.dumps(result.sample, default=str)[:RAW_KEEP]
+            if not isinstance(result.sample, str)
+            else result.sample
+        )
+        rnd.errors.append(
+            _err(
+                rnd.now,
+                "node.collect",
+                f"unreadable sample from {node.name}: {exc!r}",
+                raw,
+                node=node,
             )
         )
-        latest_rows.append(
-            NodeLatest(
-                node_id=node.pk,
-                ts=now,
-                data={
-                    "collected_at": parsed.collected_at,
-                    "chips": parsed.chips,
-                    "hccs": parsed.hccs,
-                    "roce": parsed.roce,
-                    "host": parsed.host,
-                    "engine": parsed.engine,
-                    "errors": len(parsed.errors),
-                    "hccs_loss_pct": worst,
-                    "hccs_loss_state": loss_state,
-                    "hccs_unsupported": parsed.hccs_unsupported,
-                },
+        return None
+    rnd.summary.nodes_ok += 1
+    for e in parsed.errors:
+        rnd.errors.append(
+            _err(
+                rnd.now,
+                str(e.get("source", "agent")),
+                str(e.get("message", "")),
+                str(e.get("raw") or ""),
+                node=node,
             )
         )
-        new_state = NodeState.RUNNING if engine_state == "running" else NodeState.READY
-        target_state[new_state].append(node.pk)
-        if node.cluster_id is not None:
-            live[node.cluster_id]["nodes"][node.name] = {
-                **_state_payload(
-                    node,
-                    new_state if node.state != NodeState.OUT_OF_SERVICE else node.state,
-                    now,
-                ),
-                "engine_state": engine_state,
+    return parsed
+
+
+def _chip_rows(
+    rnd: _Round, node: Node, parsed: _Parsed, prev_hccs: dict[str, Any]
+) -> tuple[float | None, list[list[Any]]]:
+    """One ChipSample per chip, HCCS loss since the previous round; (worst loss, live rows)."""
+    chips_live = []
+    worst: float | None = None
+    idle_chips = 0
+    for c in parsed.chips:
+        key = f"{c['npu']}.{c['chip']}"
+        h = parsed.hccs.get(key)
+        prev_links = (prev_hccs.get(key) or {}).get("links")
+        loss = _link_loss(prev_links, h["links"]) if h else None
+        if h is not None:
+            h["loss_pct"] = loss
+        if loss is not None:
+            worst = loss if worst is None else max(worst, loss)
+        elif h is not None and _links_idle(prev_links, h["links"]):
+            idle_chips += 1
+        rnd.chips.append(
+            ChipSample(
+                node_id=node.pk,
+                ts=rnd.now,
+                npu=c["npu"],
+                chip=c["chip"],
+                health=c["health"][:16],
+                temp_c=c["temp_c"],
+                power_w=c["power_w"],
+                aicore_pct=c["aicore_pct"],
+                hbm_used_mb=c["hbm_used_mb"],
+                hbm_total_mb=c["hbm_total_mb"],
+                hccs_loss_pct=loss,
+            )
+        )
+        hbm_pct = (
+            100.0 * c["hbm_used_mb"] / c["hbm_total_mb"]
+            if c["hbm_used_mb"] is not None and c["hbm_total_mb"]
+            else None
+        )
+        chips_live.append(
+            [c["npu"], c["chip"], c["temp_c"], hbm_pct, c["aicore_pct"], c["health"]]
+        )
+    if worst is None and idle_chips and node.link_mode == LinkMode.ROCE:
+        # The node's intra-server traffic moved to RoCE and HCCS carried nothing, so it
+        # lost nothing: 0 %, and the HCCS-loss alert resolves after a failover. On a
+        # node still on HCCS, idle links (an engine restarting) say nothing: no value,
+        # so the alert neither resolves nor flaps while the remedy is still running.
+        worst = 0.0
+    return worst, chips_live
+
+
+def _ingest_node(
+    rnd: _Round, node: Node, parsed: _Parsed, prev_hccs: dict[str, Any]
+) -> None:
+    """The node's rows (chips, node sample, latest), its next state and its live event."""
+    worst, chips_live = _chip_rows(rnd, node, parsed, prev_hccs)
+    # measured / no_traffic / unsupported / no_baseline / reset (engine/link_loss.py)
+    loss_state = node_loss_reading(
+        prev_hccs, parsed.hccs, hccs_unsupported=parsed.hccs_unsupported
+    ).state
+    engine_state = str(parsed.engine.get("state") or "")
+    host = parsed.host
+    rnd.nodes.append(
+        NodeSample(
+            node_id=node.pk,
+            ts=rnd.now,
+            cpu_pct=_num(host.get("cpu_pct")),
+            mem_used_pct=_num(host.get("mem_used_pct")),
+            load1=_num(host.get("load1")),
+            disk_free_gb=_num(host.get("disk_free_gb")),
+            engine_rss_mb=_num(host.get("engine_rss_mb")),
+            engine_state=engine_state[:16],
+            hccs_loss_pct=worst,
+            roce_down=sum(1 for p in parsed.roce if p["link"] not in ("UP", None)),
+            errors=min(len(parsed.errors), 32767),
+        )
+    )
+    rnd.latest.append(
+        NodeLatest(
+            node_id=node.pk,
+            ts=rnd.now,
+            data={
+                "collected_at": parsed.collected_at,
+                "chips": parsed.chips,
+                "hccs": parsed.hccs,
+                "roce": parsed.roce,
+                "host": host,
+                "engine": parsed.engine,
+                "errors": len(parsed.errors),
                 "hccs_loss_pct": worst,
                 "hccs_loss_state": loss_state,
-                "chips": chips_live,
-                "errors": len(parsed.errors),
-            }
-        if node.state != new_state and node.state != NodeState.OUT_OF_SERVICE:
-            summary.state_changes[node.name] = new_state
+                "hccs_unsupported": parsed.hccs_unsupported,
+            },
+        )
+    )
+    new_state = NodeState.RUNNING if engine_state == "running" else NodeState.READY
+    rnd.target_state[new_state].append(node.pk)
+    if node.cluster_id is not None:
+        shown = new_state if node.state != NodeState.OUT_OF_SERVICE else node.state
+        rnd.live[node.cluster_id]["nodes"][node.name] = {
+            **_state_payload(node, shown, rnd.now),
+            "engine_state": engine_state,
+            "hccs_loss_pct": worst,
+            "hccs_loss_state": loss_state,
+            "chips": chips_live,
+            "errors": len(parsed.errors),
+        }
+    if node.state != new_state and node.state != NodeState.OUT_OF_SERVICE:
+        rnd.summary.state_changes[node.name] = new_state
 
-    engine_rows, scrape_states = _ingest_scrapes(scrapes, now, errors, live)
 
+def _store_round(
+    rnd: _Round,
+    engine_rows: list[EngineSample],
+    scrape_states: list[ScrapeState],
+    by_id: dict[int, Node],
+    t0: float,
+) -> None:
+    """Write the round in one transaction; publish its events after commit."""
+    now, summary = rnd.now, rnd.summary
     with transaction.atomic():
-        ChipSample.objects.bulk_create(chip_rows, batch_size=2000)
-        NodeSample.objects.bulk_create(node_rows, batch_size=2000)
+        ChipSample.objects.bulk_create(rnd.chips, batch_size=2000)
+        NodeSample.objects.bulk_create(rnd.nodes, batch_size=2000)
         EngineSample.objects.bulk_create(engine_rows)
-        SampleError.objects.bulk_create(errors, batch_size=500)
+        SampleError.objects.bulk_create(rnd.errors, batch_size=500)
         NodeLatest.objects.bulk_create(
-            latest_rows,
+            rnd.latest,
             batch_size=500,
             update_conflicts=True,
             unique_fields=["node"],
@@ -456,15 +486,15 @@ def ingest_round(
             unique_fields=["cluster"],
             update_fields=["url", "scraped_at", "engines", "health_ok"],
         )
-        for state, ids in target_state.items():
+        for state, ids in rnd.target_state.items():
             # Conditional UPDATE: an operator's out-of-service mark always wins over telemetry.
             Node.objects.filter(pk__in=ids).exclude(
                 state=NodeState.OUT_OF_SERVICE
             ).update(state=state, last_seen_at=now)
         for name, state in node_staleness_update(now=now).items():
             summary.state_changes[name] = state
-        summary.rows = len(chip_rows) + len(node_rows) + len(engine_rows)
-        summary.errors = len(errors)
+        summary.rows = len(rnd.chips) + len(rnd.nodes) + len(engine_rows)
+        summary.errors = len(rnd.errors)
         summary.ingest_ms = (time.perf_counter() - t0) * 1000
         CollectRound.objects.create(
             started_at=now,
@@ -474,13 +504,12 @@ def ingest_round(
             rows=summary.rows,
             ingest_ms=summary.ingest_ms,
         )
-        _add_missing_nodes(live, by_id, now)
+        _add_missing_nodes(rnd.live, by_id, now)
         summary.events = {
             cid: {"cluster": cid, "ts": now.timestamp(), **payload}
-            for cid, payload in live.items()
+            for cid, payload in rnd.live.items()
         }
         transaction.on_commit(lambda: _publish(summary.events))
-    return summary
 
 
 def _add_missing_nodes(

@@ -19,8 +19,8 @@ from monitoring.models import (
     Rollup,
     SampleError,
 )
-from monitoring.models_alerts import ACTIVE_STATES as ALERT_ACTIVE_STATES
-from monitoring.models_alerts import Alert
+from monitoring.models.alerts import ACTIVE_STATES as ALERT_ACTIVE_STATES
+from monitoring.models.alerts import Alert
 
 RAW_MAX_S = (
     3600  # windows up to 1 h read raw samples; longer ones read 1-minute rollups

@@ -26,6 +26,8 @@ from monitoring.ingest import (
     ingest_round,
 )
 from monitoring.rollup import rollup_and_prune
+from monitoring.selectors import CollectTarget
+from monitoring.store import redis_client
 
 SCRAPE_TIMEOUT_S = 3.0
 
@@ -66,10 +68,6 @@ INFLIGHT_KEY = "monitoring:collect:inflight"  # Redis hash "<node pk>:<name>" â†
 ROUND_LOCK_KEY = "monitoring:collect:round"
 
 
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(str(settings.REDIS_URL))
-
-
 def collect_all(
     deadline_s: float | None = None,
 ) -> tuple[list[NodeResult], list[ScrapeResult]]:
@@ -83,13 +81,30 @@ def collect_all(
     deadline_s = settings.COLLECT_DEADLINE_S if deadline_s is None else deadline_s
     targets = selectors.collect_targets()
     deadline = time.monotonic() + deadline_s
-    store = _redis()
+    store = redis_client()
+    wanted = {f"{n.pk}:{n.name}": n for n in targets.nodes}
+    inflight = _inflight_still_wanted(store, wanted)
+    _collects_send(store, inflight, wanted)
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(targets.scrapes)))) as pool:
+        timeout = min(SCRAPE_TIMEOUT_S, max(deadline_s, 1.0))
+        futures: list[Future[ScrapeResult]] = [
+            pool.submit(scrape_metrics, cid, url, timeout)
+            for cid, url in targets.scrapes
+        ]
+        results = _collects_gather(store, inflight, deadline)
+        scrapes = [f.result() for f in futures]
+    return results, scrapes
+
+
+def _inflight_still_wanted(
+    store: redis.Redis, wanted: dict[str, CollectTarget]
+) -> dict[str, dict[str, Any]]:
+    """The collects earlier rounds sent and nobody gathered yet, minus stale or unwanted ones (forgotten)."""
     now = time.time()
     inflight: dict[str, dict[str, Any]] = {
         (k.decode() if isinstance(k, bytes) else k): json.loads(v)
         for k, v in store.hgetall(INFLIGHT_KEY).items()
     }
-    wanted = {f"{n.pk}:{n.name}": n for n in targets.nodes}
     for key in [
         k
         for k, v in inflight.items()
@@ -97,6 +112,14 @@ def collect_all(
     ]:
         AsyncResult(inflight.pop(key)["id"], app=app).forget()
         store.hdel(INFLIGHT_KEY, key)
+    return inflight
+
+
+def _collects_send(
+    store: redis.Redis, inflight: dict[str, dict[str, Any]], wanted: dict[str, CollectTarget]
+) -> None:
+    """Ask every wanted node without a collect in flight; remember each in Redis and ``inflight``."""
+    now = time.time()
     for key, node in wanted.items():
         if key in inflight:
             continue
@@ -110,39 +133,35 @@ def collect_all(
         )
         inflight[key] = {"id": sent.id, "sent": now}
         store.hset(INFLIGHT_KEY, key, json.dumps(inflight[key]))
-    with ThreadPoolExecutor(max_workers=max(1, min(16, len(targets.scrapes)))) as pool:
-        futures: list[Future[ScrapeResult]] = [
-            pool.submit(
-                scrape_metrics, cid, url, min(SCRAPE_TIMEOUT_S, max(deadline_s, 1.0))
+
+
+def _collects_gather(
+    store: redis.Redis, inflight: dict[str, dict[str, Any]], deadline: float
+) -> list[NodeResult]:
+    """Every in-flight collect's answer or error by the deadline; one still running stays in flight."""
+    results: list[NodeResult] = []
+    for key, entry in inflight.items():
+        node_id = int(key.split(":", 1)[0])
+        async_result = AsyncResult(entry["id"], app=app)
+        try:
+            sample = result_wait(async_result, max(0.01, deadline - time.monotonic()))
+            results.append(NodeResult(node_id, sample=sample))
+        except (TimeoutError, CeleryTimeoutError):
+            results.append(NodeResult(node_id))
+            continue  # still running: a later round picks it up
+        except Exception as exc:  # the agent's own error (e.g. a tool it cannot run) is a recorded error
+            results.append(
+                NodeResult(node_id, error=f"{type(exc).__name__}: {exc}"[:1000])
             )
-            for cid, url in targets.scrapes
-        ]
-        results: list[NodeResult] = []
-        for key, entry in inflight.items():
-            node_id = int(key.split(":", 1)[0])
-            async_result = AsyncResult(entry["id"], app=app)
-            try:
-                sample = result_wait(
-                    async_result, max(0.01, deadline - time.monotonic())
-                )
-                results.append(NodeResult(node_id, sample=sample))
-            except (TimeoutError, CeleryTimeoutError):
-                results.append(NodeResult(node_id))
-                continue  # still running: a later round picks it up
-            except Exception as exc:  # the agent's own error (e.g. a tool it cannot run) is a recorded error
-                results.append(
-                    NodeResult(node_id, error=f"{type(exc).__name__}: {exc}"[:1000])
-                )
-            store.hdel(INFLIGHT_KEY, key)
-            async_result.forget()
-        scrapes = [f.result() for f in futures]
-    return results, scrapes
+        store.hdel(INFLIGHT_KEY, key)
+        async_result.forget()
+    return results
 
 
 @app.task(name="monitoring.collect_round", ignore_result=True)
 def collect_round_task() -> dict[str, Any]:
     """One poll round: collect from every node, ingest in one transaction, publish per cluster."""
-    store = _redis()
+    store = redis_client()
     # One round at a time: with a 1 s interval a slow round makes the next ticks skip, not pile up.
     if not store.set(
         ROUND_LOCK_KEY,

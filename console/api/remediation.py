@@ -18,6 +18,7 @@ from console.api.serializers import (
 )
 from console.models import (
     Cluster,
+    LinkMode,
     Node,
 )
 from console.services.node_actions import (
@@ -108,7 +109,7 @@ def cluster_failback_view(request: Request, name: str) -> Response:
     """GET: the HCCS evidence of every node on RoCE. POST (operator): fail them back to HCCS (a failover operation)."""
     cluster = get_object_or_404(Cluster, name=name)
     if request.method == "GET":
-        nodes = cluster.nodes.filter(link_mode="roce").order_by("rank")
+        nodes = cluster.nodes.filter(link_mode=LinkMode.ROCE).order_by("rank")
         return Response({"nodes": [hccs_evidence(n) for n in nodes]})
     if not IsOperator().has_permission(request, None):
         return Response(

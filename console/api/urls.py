@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from console.api import apikeys, remediation, telemetry, views
+from console.api import apikeys, remediation, views
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet, basename="api-cluster")
@@ -19,12 +19,6 @@ urlpatterns = [
         name="api-operation-cancel",
     ),
     path("audit/", views.AuditEventListView.as_view(), name="api-audit"),
-    path(
-        "clusters/<slug:name>/telemetry/latest/",
-        telemetry.telemetry_latest,
-        name="api-telemetry-latest",
-    ),
-    path("telemetry/range/", telemetry.telemetry_range, name="api-telemetry-range"),
     path("tokens/me/", views.token_me, name="api-token-me"),
     path("apikeys/", apikeys.apikeys, name="api-apikeys"),
     path(
@@ -51,7 +45,6 @@ urlpatterns = [
         remediation.node_readmit_view,
         name="api-node-readmit",
     ),
-    path("", include("monitoring.api")),  # alerts, silences, alert rules
     path("", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from console.constants import VLLM_VERSIONS
 from engine.capabilities import SERVER_MODEL_LABELS, UNKNOWN_MODEL, capability
+from engine import links
 
 name_validator = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
@@ -38,8 +39,10 @@ def _is_ip(value: str) -> bool:
 
 
 class LinkMode(models.TextChoices):
-    HCCS = "hccs", _("HCCS")
-    ROCE = "roce", _("RoCE")
+    """engine.links.LinkMode with labels for forms and pages (the values are engine's)."""
+
+    HCCS = links.LinkMode.HCCS.value, _("HCCS")
+    ROCE = links.LinkMode.ROCE.value, _("RoCE")
 
 
 class ClusterState(models.TextChoices):

@@ -9,6 +9,7 @@ from typing import Any
 from django.utils.translation import gettext as _
 
 from console.models import Cluster, ClusterState, NodeRole
+from console.selectors import cluster_critical_alerts
 
 MAX_MESSAGES = 200
 MAX_STOPS = 4
@@ -60,16 +61,7 @@ def cluster_notice(cluster: Cluster) -> str | None:
     notice = state_notice(cluster.state)
     if notice is not None:
         return notice
-    from monitoring.models_alerts import Alert, AlertState, Severity
-
-    firing = list(
-        Alert.objects.filter(
-            cluster=cluster,
-            state=AlertState.FIRING,
-            severity=Severity.CRITICAL,
-            silenced=False,
-        ).values_list("target", "rule__name")[:3]
-    )
+    firing = cluster_critical_alerts(cluster)
     if not firing:
         return None
     what = ", ".join(f"{rule} ({target})" for target, rule in firing)

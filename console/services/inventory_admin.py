@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils.translation import gettext as _
 
-from console.models import Cluster, EngineProfile, Node
+from console.models import Cluster, EngineProfile, LinkMode, Node
 from console.services.audit import audit_record, snapshot
 from console.services.plans import cluster_plan, profile_spec
 from engine.plans import NodeSpec, PlanError, build_plan
@@ -73,7 +73,7 @@ def _reference_nodes(profile: EngineProfile) -> list[NodeSpec]:
             npu_ips=[f"198.51.{rank}.{i + 1}" for i in range(REFERENCE_NPUS)],
             api_port=8000,
             rpc_port=13345,
-            link_mode="hccs",
+            link_mode=LinkMode.HCCS,
             driver="systemd",
         )
         for rank in range(count)

@@ -13,7 +13,16 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console.models import Cluster, Node, NodeRole, NodeState, Operation, OperationKind
+from console.models import (
+    Cluster,
+    LinkMode,
+    Node,
+    NodeRole,
+    NodeState,
+    Operation,
+    OperationKind,
+)
+from console.selectors import node_latest_sample
 from console.services.agents import AgentUnreachable, agent_call
 from console.services.audit import audit_record
 from console.services.operations import operation_start
@@ -105,7 +114,7 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
             role=NodeRole.SPARE,
             cluster=None,
             rank=None,
-            link_mode="hccs",
+            link_mode=LinkMode.HCCS,
             link_mode_since=timezone.now(),
             link_mode_reason=f"re-admitted by {user.username} after a passing preflight"[
                 :300
@@ -120,7 +129,7 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
             after={
                 "state": NodeState.READY,
                 "role": NodeRole.SPARE,
-                "link_mode": "hccs",
+                "link_mode": LinkMode.HCCS,
                 "checks": len(checks),
             },
             message=f"{len(checks)} preflight checks passed",
@@ -153,10 +162,8 @@ def cluster_maintenance_set(
 
 def hccs_evidence(node: Node) -> dict[str, Any]:
     """What an operator should see before failing back: the latest HCCS loss and link health of the node."""
-    from monitoring.models import NodeLatest
-
-    latest = NodeLatest.objects.filter(node=node).first()
-    data = (latest.data if latest is not None else None) or {}
+    ts, data = node_latest_sample(node) or (None, {})
+    data = data or {}
     # NodeLatest keeps HCCS per chip as {"<npu>.<chip>": {"health", "links", "loss_pct"}}
     unhealthy = sorted(
         f"npu{key}"
@@ -170,7 +177,7 @@ def hccs_evidence(node: Node) -> dict[str, Any]:
         "reason": node.link_mode_reason,
         "hccs_loss_pct": data.get("hccs_loss_pct"),
         "hccs_loss_state": data.get("hccs_loss_state"),
-        "sampled_at": latest.ts.isoformat() if latest is not None else None,
+        "sampled_at": ts.isoformat() if ts is not None else None,
         "unhealthy_links": unhealthy,
     }
 
@@ -179,7 +186,7 @@ def cluster_failback(
     *, cluster: Cluster, user: Any, reason: str, request: Any = None, source: str = "ui"
 ) -> Operation:
     """Start a manual failover that moves every node on RoCE back to HCCS (never automatic)."""
-    nodes = list(cluster.nodes.filter(link_mode="roce").order_by("rank"))
+    nodes = list(cluster.nodes.filter(link_mode=LinkMode.ROCE).order_by("rank"))
     if not nodes:
         raise ActionRefused(
             f"no node of {cluster.name} runs on RoCE; nothing to fail back"
@@ -191,6 +198,9 @@ def cluster_failback(
         user=user,
         reason=reason or f"fail back to HCCS: {', '.join(n.name for n in nodes)}",
         source=source,
-        params={"link_modes": {n.name: "hccs" for n in nodes}, "failback": evidence},
+        params={
+            "link_modes": {n.name: LinkMode.HCCS.value for n in nodes},
+            "failback": evidence,
+        },
         request=request,
     )

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from console.live import publish
 from console.models import AuditEvent, Cluster, ClusterState
 from console.models.operations import (
     ACTIVE_STATES,
@@ -26,7 +27,7 @@ from console.models.operations import (
 )
 from console.permissions import has_role
 from console.services.audit import audit_record
-from monitoring.live import publish
+from console.signals import operation_finished, send_on_commit
 
 
 class OperationConflict(Exception):
@@ -153,6 +154,7 @@ def operation_start(
             "params": params or {},
         },
     )
+    # Late: console.tasks imports the runbooks, which import this module.
     from console.tasks import operation_run_task
 
     transaction.on_commit(
@@ -190,32 +192,23 @@ def operation_cancel(
     *, operation: Operation, user: Any, request: Any = None
 ) -> Operation:
     """Ask a queued or running operation to stop; a running one rolls back after its current step."""
+    who = getattr(user, "username", "system")
     if operation.state == OperationState.QUEUED:
-        params = {
-            **operation.params,
-            "cancel_requested": getattr(user, "username", "system"),
-        }
-        Operation.objects.filter(pk=operation.pk, state=OperationState.QUEUED).update(
-            state=OperationState.CANCELLED,
-            finished_at=timezone.now(),
+        operation_terminate(
+            operation,
+            OperationState.CANCELLED,
             error="cancelled before it started",
-            params=params,
+            params={**operation.params, "cancel_requested": who},
+            only_if=OperationState.QUEUED,
         )
     elif operation.state == OperationState.RUNNING:
-        params = dict(operation.params)
-        params["cancel_requested"] = getattr(user, "username", "system")
+        params = {**operation.params, "cancel_requested": who}
         Operation.objects.filter(pk=operation.pk).update(params=params)
     audit_record(
         action="operation.cancel", actor=user, request=request, target=operation
     )
     operation.refresh_from_db()
     operation_publish(operation)
-    if (
-        operation.state == OperationState.CANCELLED
-    ):  # never ran: no runner will report it
-        from monitoring.remediation import operation_finished
-
-        operation_finished(operation.pk)
     return operation
 
 
@@ -225,8 +218,15 @@ def operation_terminate(
     *,
     error: str = "",
     result: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+    only_if: str | None = None,
 ) -> bool:
-    """Finish a running operation exactly once (conditional UPDATE); audits the outcome."""
+    """Finish an operation exactly once (conditional UPDATE): the one place one finishes.
+
+    Audits the outcome, pushes it, and announces ``console.signals.operation_finished``
+    after commit (an incident's operation moves the incident on). ``only_if`` finishes
+    it only from that state (a queued operation cancelled before a worker claims it).
+    """
     updates: dict[str, Any] = {
         "state": state,
         "finished_at": timezone.now(),
@@ -234,10 +234,12 @@ def operation_terminate(
     }
     if result is not None:
         updates["result"] = result
-    updated = Operation.objects.filter(
-        pk=operation.pk, finished_at__isnull=True
-    ).update(**updates)
-    if updated != 1:
+    if params is not None:
+        updates["params"] = params
+    unfinished = Operation.objects.filter(pk=operation.pk, finished_at__isnull=True)
+    if only_if is not None:
+        unfinished = unfinished.filter(state=only_if)
+    if unfinished.update(**updates) != 1:
         return False
     operation.refresh_from_db()
     audit_record(
@@ -250,6 +252,7 @@ def operation_terminate(
         else AuditEvent.Result.FAILURE,
     )
     operation_publish(operation)
+    send_on_commit(operation_finished, Operation, operation_id=operation.pk)
     return True
 
 
@@ -300,12 +303,6 @@ def operation_reap_interrupted(now: Any = None) -> list[int]:
             ):
                 cluster_set_state(op.cluster, ClusterState.FAILED)
             reaped.append(op.pk)
-    if reaped:
-        # the incident that started it, if any
-        from monitoring.remediation import operation_finished
-
-        for pk in reaped:
-            operation_finished(pk)
     return reaped
 
 

@@ -11,7 +11,14 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from console.gateway.routing import SERVING
-from console.models import Cluster, Node, Operation, OperationKind, OperationState
+from console.models import (
+    Cluster,
+    LinkMode,
+    Node,
+    Operation,
+    OperationKind,
+    OperationState,
+)
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
 from console.services.node_actions import (
@@ -54,7 +61,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
             "kinds": MANUAL_KINDS,
             "on_roce": [
                 hccs_evidence(n)
-                for n in cluster.nodes.filter(link_mode="roce").order_by("rank")
+                for n in cluster.nodes.filter(link_mode=LinkMode.ROCE).order_by("rank")
             ],
             "pool": serving_pool(cluster),
         },

@@ -5,6 +5,8 @@ get_driver("process").start(spec)
 
 from __future__ import annotations
 
+import functools
+import os
 from importlib import import_module
 
 from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus
@@ -24,6 +26,7 @@ __all__ = [
     "EngineSpec",
     "EngineStatus",
     "get_driver",
+    "node_driver",
 ]
 
 
@@ -45,3 +48,13 @@ def get_driver(name: str) -> Driver:
     if not isinstance(driver, Driver):
         raise TypeError(f"{dotted} is not an engine.drivers.base.Driver")
     return driver
+
+
+def node_driver(name: str | None = None) -> Driver:
+    """The driver of this process's node (``ENGINE_DRIVER``, systemd when unset), shared."""
+    return _shared(name or os.environ.get("ENGINE_DRIVER", "systemd"))
+
+
+@functools.cache
+def _shared(name: str) -> Driver:
+    return get_driver(name)

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if (
+    TYPE_CHECKING
+):  # engine.tools imports the registry; the driver only names its result type
+    from engine.tools import ToolResult
 
 ENGINE_STATES = ("running", "stopped", "exited", "unknown")
+# Real installs put hccn_tool here rather than on PATH (ascend-facts.md §3).
+TOOL_DIRS = ("/usr/local/Ascend/driver/tools", "/usr/local/bin", "/usr/bin", "/usr/sbin")
 
 
 @dataclass
@@ -84,9 +93,18 @@ class DriverError(Exception):
 
 
 class Driver:
-    """Starts, stops and inspects one node's ``vllm serve``; subclasses implement it."""
+    """How the agent meets its node: one node's ``vllm serve`` (start, stop, status,
+    logs; subclasses implement them) and the node around it (tools, versions, files).
+
+    The node hooks below are what a real Ascend server does; the simulator's driver
+    (engine.drivers.sim) overrides them, so no other engine module asks "is this the sim?".
+    """
 
     name: str = ""
+    # where engine.tools looks for a tool that is not on PATH
+    tool_dirs: tuple[str, ...] = TOOL_DIRS
+    # stop the engine when the agent exits (systemd keeps a real node serving through it)
+    engine_dies_with_agent: bool = False
 
     def start(self, spec: EngineSpec) -> EngineStatus:
         """Spawn the engine and return once it is spawned (not once healthy).
@@ -107,3 +125,45 @@ class Driver:
     def logs(self, spec: EngineSpec, lines: int = 200) -> list[str]:
         """Return the last ``lines`` lines of the engine's log ([] if none)."""
         raise NotImplementedError
+
+    # -- the node around the engine ---------------------------------------------------
+
+    def workdir(self, node: str, environ: Mapping[str, str]) -> Path:
+        """The agent's per-node directory (pid, log and plan files)."""
+        return Path(environ.get("AGENT_WORKDIR") or f"/var/lib/ascend-agent/{node}")
+
+    def prepare_node(self, node: str, workdir: Path) -> None:
+        """Ready the node before the agent's first task; a real node needs nothing."""
+
+    def answers(self, node: str) -> bool:
+        """False when the agent must play dead (a simulated ``agent-stop`` fault)."""
+        return True
+
+    def run_tool(self, argv: list[str]) -> ToolResult | None:
+        """Answer a tool call without running a binary; None runs the real one."""
+        return None
+
+    def versions(self) -> dict[str, str | None] | None:
+        """Driver/firmware/CANN/package versions when known without asking the tools."""
+        return None
+
+    def hccn_conf(self) -> Path | None:
+        """Where this node's hccn.conf lives, when not /etc/hccn.conf."""
+        return None
+
+    def simulated_model_size(self, path: str) -> int | None:
+        """A node without real weights reports a stable size for ``path``; None = measure."""
+        return None
+
+    def fault_inject(self, node: str, fault: str, value: str | None) -> dict[str, Any]:
+        """Inject a simulated fault; refused on real hardware."""
+        raise PermissionError(self._no_faults(node))
+
+    def fault_clear(self, node: str) -> dict[str, Any]:
+        raise PermissionError(self._no_faults(node))
+
+    def sim_state(self, node: str) -> dict[str, Any]:
+        raise PermissionError(self._no_faults(node))
+
+    def _no_faults(self, node: str) -> str:
+        return f"fault injection is refused: {node} runs the {self.name} driver, not the simulator"

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.links import LINK_MODES
+
 NODE_FILE = "node.json"
 FAULTS_FILE = "faults.json"
 ENGINE_FILE = "engine.json"
@@ -30,7 +32,6 @@ COUNTERS_FILE = "counters.json"
 LINK_EVENTS_FILE = "link_events.json"
 
 PHASES = ("loading", "waiting_for_ranks", "ready", "dead")
-LINK_MODES = ("hccs", "roce")
 
 DEFAULT_VERSIONS: dict[str, str] = {
     "driver": "25.2.0",

@@ -8,7 +8,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from monitoring.alerts.catalog import METRICS
-from monitoring.models_alerts import AlertRule
+from monitoring.models.alerts import AlertRule
 
 
 class AlertRuleForm(forms.ModelForm):
@@ -24,21 +24,7 @@ class AlertRuleForm(forms.ModelForm):
 
     class Meta:
         model = AlertRule
-        fields = [
-            "name",
-            "description",
-            "metric",
-            "comparison",
-            "threshold",
-            "resolve_threshold",
-            "for_s",
-            "severity",
-            "labels",
-            "cluster",
-            "enabled",
-            "remediation_policy",
-            "remediation_action",
-        ]
+        fields = list(AlertRule.EDITABLE_FIELDS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -15,7 +15,7 @@ from django.core.mail import send_mail
 from django.utils import timezone
 
 from monitoring.alerts.services import alert_to_dict
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     Alert,
     AlertEvent,
     AlertEventKind,

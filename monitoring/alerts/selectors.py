@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from console.models import Cluster, ClusterState, Node, NodeState
 from monitoring.alerts.rules import Observation
 from monitoring.models import EngineSample, NodeLatest, ScrapeState
-from monitoring.models_alerts import ACTIVE_STATES, Alert, AlertState, Severity
+from monitoring.models.alerts import ACTIVE_STATES, Alert, AlertState, Severity
 
 # A starting or draining engine is expected not to answer; only these must.
 HEALTH_WATCHED = (ClusterState.RUNNING, ClusterState.DEGRADED)

@@ -11,9 +11,10 @@ from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
 
+from console.live import publish_many
 from console.services.audit import audit_record, snapshot
 from monitoring import remediation
-from monitoring.alerts.catalog import METRICS
+from monitoring.alerts.catalog import DEFAULT_RULES, METRICS
 from monitoring.alerts.rules import (
     Action,
     OpenAlert,
@@ -21,9 +22,8 @@ from monitoring.alerts.rules import (
     evaluate,
     silence_matches,
 )
-from monitoring.alerts.selectors import observations_collect
-from monitoring.live import publish_many
-from monitoring.models_alerts import (
+from monitoring.alerts.selectors import firing_critical_count, observations_collect
+from monitoring.models.alerts import (
     ACTIVE_STATES,
     SEVERITY_RANK,
     Alert,
@@ -298,6 +298,7 @@ def _notifications_create(alerts: list[Alert]) -> list[int]:
 def _after_evaluate(
     summary: EvalSummary, alerts: list[Alert], notification_ids: list[int]
 ) -> None:
+    # Late: monitoring.alerts.tasks imports this module (its tasks call these services).
     from monitoring.alerts.tasks import notification_send_task
 
     for pk in notification_ids:
@@ -318,8 +319,6 @@ def alerts_publish(alerts: list[Alert]) -> None:
     """Push ``alert.update`` to the alerts group and each alert's cluster group, with the banner count."""
     if not alerts:
         return
-    from monitoring.alerts.selectors import firing_critical_count
-
     count = firing_critical_count()
     events: list[tuple[str, str, dict[str, Any]]] = []
     for alert in alerts:
@@ -450,23 +449,6 @@ def silence_create(
     return silence
 
 
-RULE_FIELDS = (
-    "name",
-    "description",
-    "metric",
-    "comparison",
-    "threshold",
-    "resolve_threshold",
-    "for_s",
-    "severity",
-    "labels",
-    "cluster",
-    "enabled",
-    "remediation_policy",
-    "remediation_action",
-)
-
-
 def rule_save(
     *,
     rule: AlertRule | None,
@@ -479,7 +461,7 @@ def rule_save(
         before = snapshot(rule) if rule is not None else None
         rule = rule or AlertRule()
         for key, value in data.items():
-            if key in RULE_FIELDS:
+            if key in AlertRule.EDITABLE_FIELDS:
                 setattr(rule, key, value)
         rule.scope = METRICS[rule.metric].scope
         rule.save()
@@ -516,8 +498,6 @@ def alert_rules_seed() -> int:
     Migration 0002 seeds them once; this is for databases flushed afterwards (tests,
     ``manage.py flush``) and never overwrites an admin's edits.
     """
-    from monitoring.alerts.catalog import DEFAULT_RULES
-
     created = 0
     for spec in DEFAULT_RULES:
         fields = dict(spec)

@@ -10,16 +10,18 @@ from django.conf import settings
 from console.celery import app
 from monitoring.alerts.notify import TransportError, notification_deliver
 from monitoring.alerts.services import alerts_evaluate
+from monitoring.remediation import remediation_retry
+from monitoring.store import redis_client
 
 
 @app.task(name="monitoring.alerts_evaluate", ignore_result=True)
 def alerts_evaluate_task(round_ts: float | None = None) -> dict[str, list[int]]:
     """Evaluate every enabled rule against the round that started at ``round_ts`` (epoch seconds)."""
-    from monitoring.tasks import _redis
-
     now = datetime.fromtimestamp(round_ts, tz=UTC) if round_ts else None
     # One evaluation at a time: two at once would both open the same alert (the constraint would refuse one).
-    with _redis().lock("monitoring:alerts:evaluate", timeout=120, blocking_timeout=60):
+    with redis_client().lock(
+        "monitoring:alerts:evaluate", timeout=120, blocking_timeout=60
+    ):
         return alerts_evaluate(now=now).to_dict()
 
 
@@ -39,6 +41,4 @@ def notification_send_task(self: Any, notification_id: int) -> str:
 @app.task(name="monitoring.remediation_retry", ignore_result=True)
 def remediation_retry_task(incident_id: int) -> None:
     """After the backoff: try the incident's remedy again (monitoring.remediation)."""
-    from monitoring.remediation import remediation_retry
-
     remediation_retry(incident_id)

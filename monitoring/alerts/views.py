@@ -23,7 +23,7 @@ from monitoring.alerts.incidents import (
 )
 from monitoring.alerts.selectors import alert_list
 from monitoring.alerts.services import alert_acknowledge, rule_save, silence_create
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     ACTIVE_STATES,
     ALERT_STATE_COLORS,
     SEVERITY_COLORS,

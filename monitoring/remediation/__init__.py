@@ -27,8 +27,6 @@ from monitoring.remediation.decide import (
     incident_approve,
     incident_reject,
     roce_evidence,
-    spare_for,
-    standby_for,
 )
 from monitoring.remediation.outcomes import (
     alert_resolved,
@@ -47,6 +45,4 @@ __all__ = [
     "operation_finished",
     "remediation_retry",
     "roce_evidence",
-    "spare_for",
-    "standby_for",
 ]

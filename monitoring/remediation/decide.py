@@ -9,14 +9,20 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console.models import Cluster, ClusterState, Node, NodeRole, NodeState
+from console.models import ClusterState, LinkMode, Node
 from console.models.operations import Operation, OperationKind, OperationState
+from console.selectors import spare_for, standby_for
 from console.services.audit import audit_record
+from console.services.operations import (
+    OperationConflict,
+    OperationRefused,
+    operation_start,
+)
 
 # One definition of a healthy RoCE port for the alert rules and the failover precondition.
 from monitoring.alerts.selectors import ROCE_OK_HEALTH
 from monitoring.models import NodeLatest
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     INCIDENT_OPEN_STATES,
     Alert,
     AlertEvent,
@@ -33,6 +39,7 @@ from monitoring.remediation.timeline import (
     _escalate,
     _note,
     _set,
+    incident_lock,
 )
 
 # -- decision ---------------------------------------------------------------------------
@@ -198,39 +205,6 @@ def roce_evidence(node: Node) -> tuple[bool, dict[str, Any]]:
     }
 
 
-def spare_for(node: Node) -> Node | None:
-    """An idle spare of the same hardware (in no cluster, ready, same NPU model/count/HBM)."""
-    return (
-        Node.objects.filter(
-            cluster__isnull=True,
-            role=NodeRole.SPARE,
-            npu_model=node.npu_model,
-            npu_count=node.npu_count,
-            hbm_per_npu_gb=node.hbm_per_npu_gb,
-        )
-        .exclude(
-            state__in=(NodeState.OUT_OF_SERVICE, NodeState.UNREACHABLE, NodeState.STALE)
-        )
-        .exclude(pk=node.pk)
-        .order_by("name")
-        .first()
-    )
-
-
-def standby_for(cluster: Cluster) -> Cluster | None:
-    """A stopped cluster serving the same model, not in maintenance."""
-    return (
-        Cluster.objects.filter(
-            profile__served_model_name=cluster.profile.served_model_name,
-            state=ClusterState.STOPPED,
-            maintenance_mode=False,
-        )
-        .exclude(pk=cluster.pk)
-        .order_by("name")
-        .first()
-    )
-
-
 def _precondition(incident: Incident) -> tuple[str, dict[str, Any]] | None:
     """(why not, evidence) when the remedy cannot work; None when it may go ahead."""
     node, cluster = incident.node, incident.cluster
@@ -238,7 +212,7 @@ def _precondition(incident: Incident) -> tuple[str, dict[str, Any]] | None:
     if incident.action == RemediationAction.FAILOVER:
         if node is None:
             return "failover needs a node-scoped alert", {}
-        if node.link_mode == "roce":
+        if node.link_mode == LinkMode.ROCE:
             _set(incident, action=RemediationAction.REPLACE)
             _note(
                 incident,
@@ -299,19 +273,15 @@ def _precondition(incident: Incident) -> tuple[str, dict[str, Any]] | None:
 
 def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     """Start the operation for the incident's current action; records it, or escalates on refusal."""
-    from console.services.operations import (
-        OperationConflict,
-        OperationRefused,
-        operation_start,
-    )
-
     cluster, node = incident.cluster, incident.node
     assert cluster is not None
     kind = _OPERATION_OF_ACTION[RemediationAction(incident.action)]
     target = cluster
-    params: dict[str, Any] = {"incident": incident.pk}
+    params: dict[str, Any] = {}
     if incident.action == RemediationAction.FAILOVER and node is not None:
-        params.update(link_modes={node.name: "roce"}, verify_node=node.name)
+        params.update(
+            link_modes={node.name: LinkMode.ROCE.value}, verify_node=node.name
+        )
     elif incident.action == RemediationAction.REPLACE and node is not None:
         params.update(node=node.name)
     elif incident.action == RemediationAction.SCALE_OUT:
@@ -326,25 +296,28 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
         params.update(scale_out_of=cluster.name)
     reason = f"incident #{incident.pk}: {incident.alert.message}"[:500]
     try:
-        op = operation_start(
-            cluster=target,
-            kind=kind,
-            user=user,
-            actor="remediation",
-            source="automation" if user is None else "ui",
-            reason=reason,
-            params=params,
-        )
+        # one transaction: the worker picks the operation up only once it is linked
+        with transaction.atomic():
+            op = operation_start(
+                cluster=target,
+                kind=kind,
+                user=user,
+                actor="remediation",
+                source="automation" if user is None else "ui",
+                reason=reason,
+                params=params,
+            )
+            _set(
+                incident,
+                state=IncidentState.RUNNING,
+                attempts=incident.attempts + 1,
+                operation=op,
+                operation_ids=[*incident.operation_ids, op.pk],
+                summary=f"operation #{op.pk} ({kind} on {target.name}) started",
+            )
     except (OperationConflict, OperationRefused) as exc:
         _escalate(incident, f"could not start {kind} on {target.name}: {exc}")
         return None
-    _set(
-        incident,
-        state=IncidentState.RUNNING,
-        attempts=incident.attempts + 1,
-        operation_ids=[*incident.operation_ids, op.pk],
-        summary=f"operation #{op.pk} ({kind} on {target.name}) started",
-    )
     _note(
         incident,
         "operation",
@@ -355,18 +328,19 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     return op
 
 
+def _awaiting_approval(pk: int) -> Incident:
+    """The incident, locked; RemediationRefused unless it still awaits an operator."""
+    incident = incident_lock(pk=pk)
+    if incident is None or incident.state != IncidentState.AWAITING_APPROVAL:
+        state = incident.state if incident is not None else "gone"
+        raise RemediationRefused(f"incident #{pk} is {state}, not awaiting approval")
+    return incident
+
+
 def incident_approve(*, incident: Incident, user: Any) -> Operation | None:
     """An operator approves an ``ask`` incident: guardrails again, then act. Raises RemediationRefused."""
     with transaction.atomic():
-        incident = (
-            Incident.objects.select_for_update(of=("self",))
-            .select_related("alert__rule", "cluster", "node")
-            .get(pk=incident.pk)
-        )
-        if incident.state != IncidentState.AWAITING_APPROVAL:
-            raise RemediationRefused(
-                f"incident #{incident.pk} is {incident.state}, not awaiting approval"
-            )
+        incident = _awaiting_approval(incident.pk)
         _set(
             incident,
             approved_by=user,
@@ -393,15 +367,7 @@ def incident_approve(*, incident: Incident, user: Any) -> Operation | None:
 def incident_reject(*, incident: Incident, user: Any) -> Incident:
     """An operator declines an ``ask`` incident (the alert stays)."""
     with transaction.atomic():
-        incident = (
-            Incident.objects.select_for_update(of=("self",))
-            .select_related("alert")
-            .get(pk=incident.pk)
-        )
-        if incident.state != IncidentState.AWAITING_APPROVAL:
-            raise RemediationRefused(
-                f"incident #{incident.pk} is {incident.state}, not awaiting approval"
-            )
+        incident = _awaiting_approval(incident.pk)
         _set(
             incident,
             state=IncidentState.REJECTED,

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models.operations import Operation, OperationState
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     Alert,
     AlertEvent,
     AlertEventKind,
@@ -24,22 +24,15 @@ from monitoring.remediation.timeline import (
     _escalate,
     _note,
     _set,
+    incident_lock,
 )
 
 
 def operation_finished(operation_id: int) -> None:
-    """Move the incident that started this operation on (called by the control worker)."""
+    """Move the incident that started this operation on (on console's ``operation_finished``)."""
     op = Operation.objects.select_related("cluster").get(pk=operation_id)
-    incident_id = (op.params or {}).get("incident")
-    if not incident_id:
-        return
     with transaction.atomic():
-        incident = (
-            Incident.objects.select_for_update(of=("self",))
-            .select_related("alert__rule", "cluster", "node")
-            .filter(pk=incident_id)
-            .first()
-        )
+        incident = incident_lock(operation=op)
         if incident is None or incident.state != IncidentState.RUNNING:
             return
         if incident.operation_started_at is None and op.started_at is not None:
@@ -96,12 +89,7 @@ def _succeeded(incident: Incident, op: Operation) -> None:
                 "moving to the second remedy: replace the node with a spare",
                 verification=verification,
             )
-            _set(incident, action=RemediationAction.REPLACE)
-            problem = _precondition(incident)
-            if problem:
-                _escalate(incident, problem[0], **problem[1])
-                return
-            _execute(incident)
+            _second_remedy(incident)
             return
         _note(
             incident,
@@ -156,6 +144,7 @@ def _replaced_node_alerts_resolve(incident: Incident, op: Operation) -> None:
     incident.refresh_from_db()
     for alert in alerts:
         alert.refresh_from_db()
+    # Late: monitoring.alerts.services imports monitoring.remediation, which imports this.
     from monitoring.alerts.services import alerts_publish
 
     transaction.on_commit(lambda: alerts_publish(alerts))
@@ -179,6 +168,7 @@ def _failed(incident: Incident, op: Operation) -> None:
             f"{what}; attempt {incident.attempts + 1} of {settings.REMEDIATION_RESTART_MAX_ATTEMPTS} in {delay:g} s (backoff)",
             delay_s=delay,
         )
+        # Late: monitoring.alerts.tasks imports monitoring.remediation, which imports this.
         from monitoring.alerts.tasks import remediation_retry_task
 
         pk = incident.pk
@@ -194,25 +184,25 @@ def _failed(incident: Incident, op: Operation) -> None:
             "next",
             f"{what}; moving to the second remedy: replace the node with a spare",
         )
-        _set(incident, action=RemediationAction.REPLACE)
-        problem = _precondition(incident)
-        if problem:
-            _escalate(incident, problem[0], **problem[1])
-            return
-        _execute(incident)
+        _second_remedy(incident)
         return
     _escalate(incident, what)
+
+
+def _second_remedy(incident: Incident) -> None:
+    """The failover did not hold: a spare of the same hardware takes the node's rank."""
+    _set(incident, action=RemediationAction.REPLACE)
+    problem = _precondition(incident)
+    if problem:
+        _escalate(incident, problem[0], **problem[1])
+        return
+    _execute(incident)
 
 
 def remediation_retry(incident_id: int) -> None:
     """The backoff ran out: try the incident's action again (unless something changed meanwhile)."""
     with transaction.atomic():
-        incident = (
-            Incident.objects.select_for_update(of=("self",))
-            .select_related("alert__rule", "cluster", "node")
-            .filter(pk=incident_id)
-            .first()
-        )
+        incident = incident_lock(pk=incident_id)
         if incident is None or incident.state != IncidentState.RUNNING:
             return
         cluster = incident.cluster

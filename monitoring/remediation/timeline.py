@@ -8,7 +8,7 @@ from django.db import transaction
 
 from console.models.operations import OperationKind
 from console.services.audit import audit_record
-from monitoring.models_alerts import (
+from monitoring.models.alerts import (
     Alert,
     AlertEvent,
     AlertEventKind,
@@ -68,10 +68,23 @@ def _note(
 
 
 def _publish(incident: Incident) -> None:
+    # Late: monitoring.alerts.services imports monitoring.remediation, which imports this.
     from monitoring.alerts.services import alerts_publish
 
     alert = incident.alert
     transaction.on_commit(lambda: alerts_publish([alert]))
+
+
+def incident_lock(**lookup: Any) -> Incident | None:
+    """The incident matching ``lookup``, row-locked until the transaction ends, its alert,
+    rule, cluster and node loaded; None when there is none. Every step that moves an
+    incident takes this lock first, so two workers never move one incident twice."""
+    return (
+        Incident.objects.select_for_update(of=("self",))
+        .select_related("alert__rule", "cluster", "node")
+        .filter(**lookup)
+        .first()
+    )
 
 
 def _set(incident: Incident, **fields: Any) -> None:
@@ -90,11 +103,13 @@ def _escalate(incident: Incident, message: str, **evidence: Any) -> Incident:
         )
         alert.refresh_from_db()
     _note(incident, "escalate", message, **evidence)
+    # Late: monitoring.alerts.services imports monitoring.remediation, which imports this.
     from monitoring.alerts.services import _notifications_create
 
     ids = _notifications_create([alert])
 
     def send() -> None:
+        # Late: monitoring.alerts.tasks imports monitoring.remediation, which imports this.
         from monitoring.alerts.tasks import notification_send_task
 
         for pk in ids:

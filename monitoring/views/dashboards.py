@@ -21,7 +21,7 @@ from console.constants import (
 from console.models import Cluster, Node
 from console.permissions import role_required
 from monitoring import selectors
-from monitoring.models_alerts import AlertRule
+from monitoring.models.alerts import AlertRule
 
 # chart/heatmap key → (alert-rule metric, scale to the chart's unit, default)
 RULE_LINES: dict[str, tuple[str, float, float]] = {

@@ -22,7 +22,7 @@ from console.models import (
     Operation,
 )
 from monitoring.alerts.incidents import incident_stats
-from monitoring.models_alerts import Alert, AlertRule, Incident, IncidentState
+from monitoring.models.alerts import Alert, AlertRule, Incident, IncidentState
 from tests.alerts.helpers import ingest
 from tests.conftest import login
 from tests.factories import make_cluster
@@ -91,7 +91,8 @@ def test_the_api_lists_an_incident_with_its_timeline_and_an_operator_approves_it
     assert (
         op.kind == "restart"
         and op.requested_by == operator
-        and op.params["incident"] == ask_incident.pk
+        and op.incidents.get() == ask_incident
+        and "incident" not in op.params
     )
     assert "decision:approve" in [row["kind"] for row in body["timeline"]]
     again = api(operator).post(f"/api/incidents/{ask_incident.pk}/approve/")
@@ -416,14 +417,17 @@ def test_the_incident_pages_speak_chinese_by_default(
 
 
 def test_a_cancelled_operation_stands_automation_down(
-    ask_incident: Incident, operator: Any
+    ask_incident: Incident, operator: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     from console.services.operations import operation_cancel
     from monitoring import remediation
 
     op = remediation.incident_approve(incident=ask_incident, user=operator)
     assert op is not None and op.state == "queued"
-    operation_cancel(operation=op, user=operator)
+    with django_capture_on_commit_callbacks(
+        execute=True
+    ):  # finishing announces on commit
+        operation_cancel(operation=op, user=operator)
     ask_incident.refresh_from_db()
     assert (
         ask_incident.state == IncidentState.SKIPPED
@@ -435,7 +439,10 @@ def test_a_cancelled_operation_stands_automation_down(
 
 
 def test_an_interrupted_operation_escalates_instead_of_retrying(
-    ask_incident: Incident, operator: Any, settings: Any
+    ask_incident: Incident,
+    operator: Any,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     from console.services.operations import operation_reap_interrupted
     from monitoring import remediation
@@ -446,7 +453,10 @@ def test_an_interrupted_operation_escalates_instead_of_retrying(
         created_at=timezone.now()
         - timedelta(seconds=settings.OPERATION_QUEUE_STALE_S + 5)
     )
-    assert operation_reap_interrupted() == [op.pk]
+    with django_capture_on_commit_callbacks(
+        execute=True
+    ):  # finishing announces on commit
+        assert operation_reap_interrupted() == [op.pk]
     ask_incident.refresh_from_db()
     assert (
         ask_incident.state == IncidentState.ESCALATED
@@ -504,8 +514,8 @@ def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(
         fault_onset_at=now,
         detected_at=now,
         operation_ids=[op.pk],
+        operation=op,
     )
-    Operation.objects.filter(pk=op.pk).update(params={"incident": incident.pk})
     remediation.operation_finished(op.pk)
     incident.refresh_from_db()
     assert (
@@ -515,3 +525,55 @@ def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(
     assert not Operation.objects.filter(kind="replace").exists()
     page = login(operator).get(f"/alerts/incidents/{incident.pk}/").content.decode()
     assert "无法判定：两条链路上都没有观察到流量。" in page  # the UI default is zh-Hans
+
+
+def test_the_migration_links_each_incident_to_its_latest_operation_from_the_old_json_key(
+    cluster: Cluster,
+) -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("monitoring.migrations.0006_incident_operation_fk")
+    rule = AlertRule.objects.get(name="HCCS link loss")
+    now = timezone.now()
+    alert = Alert.objects.create(
+        rule=rule,
+        cluster=cluster,
+        target=cluster.name,
+        state="firing",
+        severity="warning",
+        fault_onset_at=now,
+        pending_at=now,
+        fired_at=now,
+    )
+    incident = Incident.objects.create(
+        alert=alert,
+        cluster=cluster,
+        action="failover",
+        policy="auto",
+        state="running",
+        fault_onset_at=now,
+        detected_at=now,
+    )
+    ops = [
+        Operation.objects.create(
+            cluster=cluster,
+            kind=kind,
+            state="failed",
+            finished_at=now,
+            params={"incident": incident.pk, "verify_node": "n2"},
+        )
+        for kind in ("failover", "replace")
+    ]
+    Incident.objects.filter(pk=incident.pk).update(operation_ids=[o.pk for o in ops])
+    migration.link_from_params(apps, None)
+    incident.refresh_from_db()
+    assert incident.operation_id == ops[-1].pk  # the latest one moves the incident on
+    assert [Operation.objects.get(pk=o.pk).params for o in ops] == [
+        {"verify_node": "n2"}
+    ] * 2
+    migration.params_from_link(apps, None)  # and back
+    assert all(
+        Operation.objects.get(pk=o.pk).params["incident"] == incident.pk for o in ops
+    )

@@ -19,7 +19,7 @@ from console.models.operations import Operation, OperationState
 from console.services.agents import agent_call
 from console.services.operations import operation_start
 from engine.sim.state import load_config, node_dir, save_config
-from monitoring.models_alerts import Alert, AlertRule, Incident, IncidentState
+from monitoring.models.alerts import Alert, AlertRule, Incident, IncidentState
 from monitoring.tasks import collect_round_task
 from tests.agents import agents, control_worker
 from tests.alerts.test_end_to_end import Traffic

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from console.models import AuditEvent
 from monitoring.alerts.services import alerts_evaluate
-from monitoring.models_alerts import Alert, AlertRule, Silence
+from monitoring.models.alerts import Alert, AlertRule, Silence
 from tests.alerts.helpers import ingest
 from tests.conftest import login
 

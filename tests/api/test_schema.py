@@ -98,7 +98,7 @@ def world(cluster: Cluster, admin: Any) -> dict[str, Any]:
     """Real objects for every path parameter, and some telemetry, for cases to hit."""
     from monitoring.alerts.services import alert_rules_seed
     from monitoring.models import ChipSample, EngineSample, NodeLatest, NodeSample
-    from monitoring.models_alerts import Alert, AlertRule
+    from monitoring.models.alerts import Alert, AlertRule
 
     now = timezone.now()
     alert_rules_seed()

@@ -26,10 +26,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.test import Client
 
+from console.live import publish
 from console.models import Cluster
 from console.services.inventory import demo_seed
 from monitoring.ingest import NodeResult, ingest_round
-from monitoring.live import publish
 from tests.factories import free_port, make_user
 from tests.monitoring.samples import agent_sample
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from console.models import Node
 from console.services.inventory import demo_seed
 from monitoring.alerts.services import alert_rules_seed, alerts_evaluate
-from monitoring.models_alerts import Alert
+from monitoring.models.alerts import Alert
 from tests.alerts.helpers import ingest
 from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
 from tests.factories import make_user

@@ -18,8 +18,9 @@ import pytest
 from engine.drivers import DRIVERS, DriverError, EngineSpec, get_driver
 from engine.drivers import systemd as systemd_mod
 from engine.drivers.process import ProcessDriver
-from engine.drivers.sim import REPO_ROOT, SIM_BIN, SimDriver
+from engine.drivers.sim import REPO_ROOT, SimDriver
 from engine.drivers.systemd import RunResult, SystemdDriver
+from engine.sim import BIN_DIR
 
 FAKE = str(Path(__file__).resolve().parents[1] / "data" / "fake_engine.py")
 
@@ -260,7 +261,7 @@ def test_it_swaps_vllm_serve_for_the_simulator(tmp_path: Path) -> None:
         sys.executable, "-m", "engine.sim.vllm", "serve",
         "/models/Qwen3.5", "--headless", "--data-parallel-start-rank", "1",
     ]  # fmt: skip
-    assert env["PATH"].split(os.pathsep)[0] == str(SIM_BIN)
+    assert env["PATH"].split(os.pathsep)[0] == str(BIN_DIR)
     assert env["SIM_NODE"] == "ascend-02"
     assert env["SIM_STATE_DIR"] == str(tmp_path / "state")
     assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO_ROOT), "/x"]

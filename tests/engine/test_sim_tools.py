@@ -12,10 +12,10 @@ import pytest
 from engine.parsers import hccs as hccs_parser
 from engine.parsers import npu_smi as npu_smi_parser
 from engine.parsers import npu_smi_kv
-from engine.sim import hccn_tool, npu_smi, state
+from engine.sim import BIN_DIR, hccn_tool, npu_smi, state
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = REPO / "engine" / "sim" / "bin"
+BIN = BIN_DIR
 REFERENCE = Path("/work/shared/reference/ascend")
 
 # hccn_tool -stat -g key order (tool.c tool_display_*_info; ascend-facts §3, non-ext build)

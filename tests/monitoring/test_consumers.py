@@ -11,7 +11,7 @@ from django.conf import settings
 from django.test import Client
 
 from console.asgi import application
-from monitoring.live import publish
+from console.live import publish
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 

@@ -155,7 +155,7 @@ def test_node_cards_count_the_nodes_active_alerts(cluster: Any, viewer: Any) -> 
     from django.utils import timezone
 
     from monitoring.alerts.services import alert_rules_seed
-    from monitoring.models_alerts import Alert, AlertRule
+    from monitoring.models.alerts import Alert, AlertRule
 
     fill(cluster, rounds=1)
     alert_rules_seed()
@@ -190,7 +190,7 @@ def test_chart_lines_follow_the_alert_rules(cluster: Any, viewer: Any) -> None:
     import re
 
     from monitoring.alerts.services import alert_rules_seed
-    from monitoring.models_alerts import AlertRule
+    from monitoring.models.alerts import AlertRule
 
     alert_rules_seed()
 

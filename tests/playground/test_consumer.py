@@ -154,7 +154,7 @@ async def test_it_streams_tokens_with_usage_the_engine_counted(
 def firing_critical_alert(cluster: Any) -> Any:
     from django.utils import timezone
 
-    from monitoring.models_alerts import Alert, AlertRule, AlertState, Scope, Severity
+    from monitoring.models.alerts import Alert, AlertRule, AlertState, Scope, Severity
 
     rule, _ = AlertRule.objects.get_or_create(
         name="pg engine down",

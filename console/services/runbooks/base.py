@@ -1,4 +1,8 @@
-"""Runbook ground: step rows, cancellation, agent calls (one or many at once), the plan."""
+"""The run context every step works on: the operation's step rows, what it started, what to undo.
+
+Also the ground every step stands on: cancellation, agent calls (one or many at once),
+the launch plan.
+"""
 
 from __future__ import annotations
 
@@ -33,10 +37,13 @@ class Cancelled(Exception):
     """An operator cancelled the operation."""
 
 
-class RunbookBase:
-    """Step bookkeeping, agent calls and the launch plan shared by every runbook part.
+class Run:
+    """One operation being run: the small state its steps share.
 
-    Steps are created up front so progress has a known total.
+    ``nodes`` are the ranks the next step works on (a replace swaps them), ``steps``
+    the rows the operator watches, ``started_nodes`` the engines this run started (rolled back, in reverse, on
+    failure), ``unconfirmed_down`` the ranks a stop could not confirm down, ``replace``
+    the spare swap in progress, ``result`` what the operation reports.
     """
 
     def __init__(self, op: Operation) -> None:
@@ -47,6 +54,7 @@ class RunbookBase:
         self.started_nodes: list[Node] = []  # for rollback, in start order
         self.unconfirmed_down: list[str] = []  # nodes a stop could not confirm down
         self.plan: ClusterPlan | None = None
+        self.replace: dict[str, Any] | None = None
         self.result: dict[str, Any] = {}
 
     # -- step bookkeeping -----------------------------------------------------------
@@ -174,5 +182,3 @@ class RunbookBase:
     def head_url(self) -> str:
         head = self.head()
         return f"http://{head.management_ip}:{head.api_port}"
-
-    # -- preflight ----------------------------------------------------------------------

@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -21,385 +22,402 @@ from console.services.agents import AgentUnreachable
 from console.services.operations import (
     cluster_set_state,
 )
-from console.services.runbooks.base import StepFailed
-from console.services.runbooks.preflight import PreflightRunbook
+from console.services.runbooks.base import Run, StepFailed
+
+# -- start ------------------------------------------------------------------------
 
 
-class LifecycleRunbook(PreflightRunbook):
-    """Start in rank order, stop in reverse, and roll back a start that failed."""
-
-    # -- start ------------------------------------------------------------------------
-
-    def start_steps(self) -> dict[str, OperationStep]:
-        steps: dict[str, OperationStep] = {}
-        for node in self.nodes:
-            steps[f"start:{node.name}"] = self.add_step(
-                f"Start rank {node.rank} on {node.name}", node
+def start_steps(run: Run) -> dict[str, OperationStep]:
+    steps: dict[str, OperationStep] = {}
+    for node in run.nodes:
+        steps[f"start:{node.name}"] = run.add_step(
+            f"Start rank {node.rank} on {node.name}", node
+        )
+        if node.rank == 0:
+            steps["listen"] = run.add_step(
+                f"Rank 0 listening on {node.management_ip}:{node.rpc_port}", node
             )
-            if node.rank == 0:
-                steps["listen"] = self.add_step(
-                    f"Rank 0 listening on {node.management_ip}:{node.rpc_port}", node
-                )
-        steps["health"] = self.add_step(
-            "Head /health answers 200 (all ranks joined)", self.head()
-        )
-        steps["smoke"] = self.add_step("Smoke test: one completion")
-        steps["warmup"] = self.add_step("Warm-up requests")
-        return steps
+    steps["health"] = run.add_step(
+        "Head /health answers 200 (all ranks joined)", run.head()
+    )
+    steps["smoke"] = run.add_step("Smoke test: one completion")
+    steps["warmup"] = run.add_step("Warm-up requests")
+    return steps
 
-    def run_cleanup(self, step: OperationStep) -> None:
-        """Stop engines an interrupted operation may have left running (reverse rank order)."""
-        self.begin(step)
-        statuses = self.call_all(
-            self.nodes,
-            "engine.status",
-            timeout=settings.AGENT_TIMEOUT_S,
-            kwargs_for=lambda n: {},
+
+def run_cleanup(run: Run, step: OperationStep) -> None:
+    """Stop engines an interrupted operation may have left running (reverse rank order)."""
+    run.begin(step)
+    statuses = run.call_all(
+        run.nodes,
+        "engine.status",
+        timeout=settings.AGENT_TIMEOUT_S,
+        kwargs_for=lambda n: {},
+    )
+    leftovers = [
+        n
+        for n in reversed(run.nodes)
+        if not isinstance(statuses[n.name], Exception)
+        and statuses[n.name]["state"] == "running"
+    ]
+    unreachable = [
+        f"{n.name} ({statuses[n.name]})"
+        for n in run.nodes
+        if isinstance(statuses[n.name], Exception)
+    ]
+    if unreachable:
+        raise run.fail(step, f"no answer from {'; '.join(unreachable)}")
+    for node in leftovers:
+        run.call(node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S)
+    run.finish(
+        step,
+        f"stopped {', '.join(n.name for n in leftovers)}"
+        if leftovers
+        else "nothing left running",
+    )
+
+
+def run_start(run: Run, steps: dict[str, OperationStep]) -> None:
+    assert run.plan is not None
+    cluster_set_state(run.cluster, ClusterState.STARTING)
+    plans = {p.name: p for p in run.plan.nodes}
+    for node in run.nodes:  # rank order: the head binds first; headless ranks give up after 5 min without it
+        step = steps[f"start:{node.name}"]
+        run.begin(step)
+        # Before the call: an answer lost to a timeout may hide an engine that came up,
+        # and rollback must stop it too (stopping an engine that is not there is a no-op).
+        run.started_nodes.append(node)
+        answer = run.call(
+            node,
+            "engine.start",
+            plan=plans[node.name].to_dict(),
+            timeout=settings.ENGINE_START_CALL_TIMEOUT_S,
         )
-        leftovers = [
-            n
-            for n in reversed(self.nodes)
-            if not isinstance(statuses[n.name], Exception)
-            and statuses[n.name]["state"] == "running"
-        ]
-        unreachable = [
-            f"{n.name} ({statuses[n.name]})"
-            for n in self.nodes
-            if isinstance(statuses[n.name], Exception)
-        ]
-        if unreachable:
-            raise self.fail(step, f"no answer from {'; '.join(unreachable)}")
-        for node in leftovers:
-            self.call(node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S)
-        self.finish(
+        if not answer.get("ok"):
+            lines = str(answer.get("error", "")).splitlines()
+            raise run.fail(
+                step, lines[0] if lines else "engine did not start", lines=lines
+            )
+        run.finish(
             step,
-            f"stopped {', '.join(n.name for n in leftovers)}"
-            if leftovers
-            else "nothing left running",
+            f"pid {answer['pid']}",
+            data={"pid": answer["pid"], "started_at": answer["started_at"]},
         )
+        Node.objects.filter(pk=node.pk).update(state=NodeState.RUNNING)
+        if node.rank == 0:
+            wait_listening(run, steps["listen"], node)
+        else:
+            confirm_running(run, node, step)
+    wait_healthy(run, steps["health"])
+    smoke_test(run, steps["smoke"])
+    warm_up(run, steps["warmup"])
 
-    def run_start(self, steps: dict[str, OperationStep]) -> None:
-        assert self.plan is not None
-        cluster_set_state(self.cluster, ClusterState.STARTING)
-        plans = {p.name: p for p in self.plan.nodes}
-        for node in self.nodes:  # rank order: the head binds first; headless ranks give up after 5 min without it
-            step = steps[f"start:{node.name}"]
-            self.begin(step)
-            # Before the call: an answer lost to a timeout may hide an engine that came up,
-            # and rollback must stop it too (stopping an engine that is not there is a no-op).
-            self.started_nodes.append(node)
-            answer = self.call(
-                node,
-                "engine.start",
-                plan=plans[node.name].to_dict(),
-                timeout=settings.ENGINE_START_CALL_TIMEOUT_S,
-            )
-            if not answer.get("ok"):
-                lines = str(answer.get("error", "")).splitlines()
-                raise self.fail(
-                    step, lines[0] if lines else "engine did not start", lines=lines
-                )
-            self.finish(
-                step,
-                f"pid {answer['pid']}",
-                data={"pid": answer["pid"], "started_at": answer["started_at"]},
-            )
-            Node.objects.filter(pk=node.pk).update(state=NodeState.RUNNING)
-            if node.rank == 0:
-                self.wait_listening(steps["listen"], node)
-            else:
-                self.confirm_running(node, step)
-        self.wait_healthy(steps["health"])
-        self.smoke_test(steps["smoke"])
-        self.warm_up(steps["warmup"])
 
-    def confirm_running(self, node: Node, step: OperationStep) -> None:
-        status = self.call(node, "engine.status")
-        if status["state"] != "running":
-            raise self.fail(
-                step,
-                f"engine on {node.name} is {status['state']} ({status.get('detail', '')})",
-                lines=status.get("log_tail") or [],
-            )
+def confirm_running(run: Run, node: Node, step: OperationStep) -> None:
+    status = run.call(node, "engine.status")
+    _fail_unless_running(
+        run,
+        step,
+        status,
+        f"engine on {node.name} is {status['state']} ({status.get('detail', '')})",
+    )
 
-    def wait_listening(self, step: OperationStep, node: Node) -> None:
-        self.begin(step)
-        deadline = time.monotonic() + settings.ENGINE_LISTEN_TIMEOUT_S
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(
-                    (node.management_ip, node.rpc_port), timeout=1
-                ):
-                    self.finish(
-                        step,
-                        f"{node.management_ip}:{node.rpc_port} accepts connections",
-                    )
-                    return
-            except OSError:
-                pass
-            status = self.call(node, "engine.status")
-            if status["state"] != "running":
-                raise self.fail(
-                    step,
-                    f"rank 0 engine {status['state']} before binding its RPC port",
-                    lines=status.get("log_tail") or [],
-                )
-            self.check_cancel()
-            time.sleep(0.5)
-        status = self.call(node, "engine.status")
-        raise self.fail(
-            step,
-            f"nothing listens on {node.management_ip}:{node.rpc_port} after {settings.ENGINE_LISTEN_TIMEOUT_S}s",
-            lines=status.get("log_tail") or [],
-        )
 
-    def wait_healthy(self, step: OperationStep) -> None:
-        self.begin(step)
-        head = self.head()
-        total = len(self.nodes)
-        deadline = time.monotonic() + settings.ENGINE_HEALTH_TIMEOUT_S
-        last_joined = -1
-        while time.monotonic() < deadline:
-            status = self.call(head, "engine.status")
-            if status["state"] != "running":
-                raise self.fail(
+def _fail_unless_running(
+    run: Run, step: OperationStep, status: dict[str, Any], summary: str
+) -> None:
+    """An engine.status answer that is not "running" fails the step with the engine's log."""
+    if status["state"] != "running":
+        raise run.fail(step, summary, lines=status.get("log_tail") or [])
+
+
+def wait_listening(run: Run, step: OperationStep, node: Node) -> None:
+    run.begin(step)
+    deadline = time.monotonic() + settings.ENGINE_LISTEN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(
+                (node.management_ip, node.rpc_port), timeout=1
+            ):
+                run.finish(
                     step,
-                    f"the head engine {status['state']}: {status.get('detail', '')}",
-                    lines=status.get("log_tail") or [],
-                )
-            joined = int(status.get("ranks_joined") or 0)
-            if joined != last_joined:
-                last_joined = joined
-                self.step_update(
-                    step,
-                    progress_done=min(joined, total),
-                    progress_total=total,
-                    summary=f"{joined}/{total} ranks joined",
-                )
-            if status.get("health") == 200:
-                self.finish(
-                    step,
-                    f"/health 200, {total}/{total} ranks joined",
-                    progress_done=total,
-                    progress_total=total,
+                    f"{node.management_ip}:{node.rpc_port} accepts connections",
                 )
                 return
-            for node in self.nodes[1:]:
-                other = self.call(node, "engine.status")
-                if other["state"] != "running":
-                    raise self.fail(
-                        step,
-                        f"rank {node.rank} on {node.name} {other['state']}: {other.get('detail', '')}",
-                        lines=other.get("log_tail") or [],
-                    )
-            self.check_cancel()
-            time.sleep(1.0)
-        status = self.call(head, "engine.logs", lines=200)
-        raise self.fail(
+        except OSError:
+            pass
+        status = run.call(node, "engine.status")
+        _fail_unless_running(
+            run,
             step,
-            f"/health not 200 after {settings.ENGINE_HEALTH_TIMEOUT_S}s ({last_joined}/{total} ranks joined)",
-            lines=status["lines"],
+            status,
+            f"rank 0 engine {status['state']} before binding its RPC port",
         )
+        run.check_cancel()
+        time.sleep(0.5)
+    status = run.call(node, "engine.status")
+    raise run.fail(
+        step,
+        f"nothing listens on {node.management_ip}:{node.rpc_port} after {settings.ENGINE_LISTEN_TIMEOUT_S}s",
+        lines=status.get("log_tail") or [],
+    )
 
-    def smoke_test(self, step: OperationStep) -> None:
-        self.begin(step)
+
+def wait_healthy(run: Run, step: OperationStep) -> None:
+    run.begin(step)
+    head = run.head()
+    total = len(run.nodes)
+    deadline = time.monotonic() + settings.ENGINE_HEALTH_TIMEOUT_S
+    last_joined = -1
+    while time.monotonic() < deadline:
+        status = run.call(head, "engine.status")
+        _fail_unless_running(
+            run,
+            step,
+            status,
+            f"the head engine {status['state']}: {status.get('detail', '')}",
+        )
+        joined = int(status.get("ranks_joined") or 0)
+        if joined != last_joined:
+            last_joined = joined
+            run.step_update(
+                step,
+                progress_done=min(joined, total),
+                progress_total=total,
+                summary=f"{joined}/{total} ranks joined",
+            )
+        if status.get("health") == 200:
+            run.finish(
+                step,
+                f"/health 200, {total}/{total} ranks joined",
+                progress_done=total,
+                progress_total=total,
+            )
+            return
+        for node in run.nodes[1:]:
+            other = run.call(node, "engine.status")
+            _fail_unless_running(
+                run,
+                step,
+                other,
+                f"rank {node.rank} on {node.name} {other['state']}: {other.get('detail', '')}",
+            )
+        run.check_cancel()
+        time.sleep(1.0)
+    status = run.call(head, "engine.logs", lines=200)
+    raise run.fail(
+        step,
+        f"/health not 200 after {settings.ENGINE_HEALTH_TIMEOUT_S}s ({last_joined}/{total} ranks joined)",
+        lines=status["lines"],
+    )
+
+
+def smoke_test(run: Run, step: OperationStep) -> None:
+    run.begin(step)
+    body = {
+        "model": run.cluster.profile.served_model_name,
+        "prompt": "Say hello to the Ascend ops team.",
+        "max_tokens": 16,
+        "temperature": 0,
+    }
+    try:
+        response = httpx.post(
+            f"{run.head_url()}/v1/completions",
+            json=body,
+            timeout=settings.SMOKE_TIMEOUT_S,
+        )
+        response.raise_for_status()
+        text = response.json()["choices"][0]["text"]
+    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+        raise run.fail(step, f"completion failed: {exc}") from None
+    if not text.strip():
+        raise run.fail(step, "completion returned empty text")
+    run.finish(step, f"{len(text.split())} words: {text[:120]}")
+
+
+def warm_up(run: Run, step: OperationStep) -> None:
+    total = int(run.op.params.get("warmup_requests", settings.WARMUP_REQUESTS))
+    run.begin(step)
+    run.step_update(step, progress_total=total)
+    if total == 0:
+        run.finish(step, "skipped (0 requests)", state=StepState.SKIPPED)
+        return
+    done = errors = 0
+    lock = threading.Lock()
+    url = f"{run.head_url()}/v1/chat/completions"
+    model = run.cluster.profile.served_model_name
+
+    def one(i: int) -> bool:
         body = {
-            "model": self.cluster.profile.served_model_name,
-            "prompt": "Say hello to the Ascend ops team.",
-            "max_tokens": 16,
-            "temperature": 0,
+            "model": model,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": f"Warm-up request {i}: summarise HCCS vs RoCE.",
+                }
+            ],
+            "max_tokens": 32,
         }
         try:
-            response = httpx.post(
-                f"{self.head_url()}/v1/completions",
-                json=body,
-                timeout=settings.SMOKE_TIMEOUT_S,
-            )
-            response.raise_for_status()
-            text = response.json()["choices"][0]["text"]
-        except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-            raise self.fail(step, f"completion failed: {exc}") from None
-        if not text.strip():
-            raise self.fail(step, "completion returned empty text")
-        self.finish(step, f"{len(text.split())} words: {text[:120]}")
-
-    def warm_up(self, step: OperationStep) -> None:
-        total = int(self.op.params.get("warmup_requests", settings.WARMUP_REQUESTS))
-        self.begin(step)
-        self.step_update(step, progress_total=total)
-        if total == 0:
-            self.finish(step, "skipped (0 requests)", state=StepState.SKIPPED)
-            return
-        done = errors = 0
-        lock = threading.Lock()
-        url = f"{self.head_url()}/v1/chat/completions"
-        model = self.cluster.profile.served_model_name
-
-        def one(i: int) -> bool:
-            body = {
-                "model": model,
-                "messages": [
-                    {
-                        "role": "user",
-                        "content": f"Warm-up request {i}: summarise HCCS vs RoCE.",
-                    }
-                ],
-                "max_tokens": 32,
-            }
-            try:
-                with httpx.Client(timeout=settings.SMOKE_TIMEOUT_S) as client:
-                    return client.post(url, json=body).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        publish_every = max(1, total // 20)
-        with ThreadPoolExecutor(max_workers=settings.WARMUP_CONCURRENCY) as pool:
-            for ok in pool.map(one, range(total)):
-                with lock:
-                    done += 1
-                    errors += 0 if ok else 1
-                if done % publish_every == 0 or done == total:
-                    self.step_update(
-                        step,
-                        progress_done=done,
-                        summary=f"{done}/{total} sent, {errors} failed",
-                    )
-        if errors > total * settings.WARMUP_MAX_ERROR_FRACTION:
-            raise self.fail(step, f"{errors} of {total} warm-up requests failed")
-        self.finish(step, f"{total} requests, {errors} failed", progress_done=total)
-
-    # -- stop ---------------------------------------------------------------------------
-
-    def stop_steps(self, prefix: str = "") -> dict[str, OperationStep]:
-        steps = {"drain": self.add_step(f"{prefix}Drain: wait for in-flight requests")}
-        for node in reversed(self.nodes):
-            steps[f"stop:{node.name}"] = self.add_step(
-                f"{prefix}Stop rank {node.rank} on {node.name}", node
-            )
-        return steps
-
-    def in_flight(self) -> int | None:
-        """Running + waiting requests from the head's /metrics; None when it does not answer."""
-        try:
-            text = httpx.get(f"{self.head_url()}/metrics", timeout=3).text
+            with httpx.Client(timeout=settings.SMOKE_TIMEOUT_S) as client:
+                return client.post(url, json=body).status_code == 200
         except httpx.HTTPError:
-            return None
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(
-                ("vllm:num_requests_running{", "vllm:num_requests_waiting{")
-            ):
-                total += float(line.rsplit(" ", 1)[1])
-        return int(total)
+            return False
 
-    def run_stop(self, steps: dict[str, OperationStep]) -> None:
-        step = steps["drain"]
-        self.begin(step)
-        cluster_set_state(self.cluster, ClusterState.DRAINING)
-        deadline = time.monotonic() + settings.DRAIN_TIMEOUT_S
-        count = self.in_flight()
-        while count and time.monotonic() < deadline:
-            self.step_update(step, summary=f"{count} requests in flight")
-            time.sleep(1.0)
-            count = self.in_flight()
-        if count is None:
-            self.finish(step, "head not serving; nothing to drain")
-        elif count:
-            self.finish(
-                step,
-                f"{count} requests still in flight after {settings.DRAIN_TIMEOUT_S}s; stopping anyway",
-                state=StepState.WARNING,
-            )
-        else:
-            self.finish(step, "no requests in flight")
-        cluster_set_state(self.cluster, ClusterState.STOPPING)
-        failures = []
-        for node in reversed(
-            self.nodes
-        ):  # reverse rank order: headless ranks first, the head last
-            step = steps[f"stop:{node.name}"]
-            self.begin(step)
-            try:
-                status = self.call(
-                    node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S
+    publish_every = max(1, total // 20)
+    with ThreadPoolExecutor(max_workers=settings.WARMUP_CONCURRENCY) as pool:
+        for ok in pool.map(one, range(total)):
+            with lock:
+                done += 1
+                errors += 0 if ok else 1
+            if done % publish_every == 0 or done == total:
+                run.step_update(
+                    step,
+                    progress_done=done,
+                    summary=f"{done}/{total} sent, {errors} failed",
                 )
-            except AgentUnreachable as exc:
-                failures.append(node.name)
-                self.finish(step, str(exc), state=StepState.FAILED)
-                continue
-            if status["state"] == "running":
-                failures.append(node.name)
-                self.finish(
-                    step, f"still running (pid {status['pid']})", state=StepState.FAILED
-                )
-                continue
-            Node.objects.filter(pk=node.pk).update(state=NodeState.READY)
-            self.finish(
-                step,
-                f"stopped ({status.get('detail') or status['state']})",
-                data={"stopped_at": status.get("stopped_at")},
-            )
-        if failures:
-            self.unconfirmed_down.extend(failures)
-            cluster_set_state(self.cluster, ClusterState.FAILED)
-            raise StepFailed(f"could not confirm {', '.join(failures)} stopped")
-        cluster_set_state(self.cluster, ClusterState.STOPPED)
+    if errors > total * settings.WARMUP_MAX_ERROR_FRACTION:
+        raise run.fail(step, f"{errors} of {total} warm-up requests failed")
+    run.finish(step, f"{total} requests, {errors} failed", progress_done=total)
 
-    def rollback(self) -> None:
-        """Stop, in reverse order, every engine this operation started."""
-        if not self.started_nodes:
-            return
-        step = self.add_step("Roll back: stop the ranks this operation started")
-        self.begin(step)
-        stopped, failed = [], []
-        for node in reversed(self.started_nodes):
-            try:
-                status = self.call(
-                    node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S
-                )
-                if status.get("state") == "running":
-                    raise StepFailed(f"still running (pid {status.get('pid')})")
-                Node.objects.filter(pk=node.pk).update(state=NodeState.READY)
-                stopped.append(node.name)
-            except Exception as exc:  # keep going: leave as little running as possible
-                failed.append(f"{node.name}: {exc}")
-                self.unconfirmed_down.append(node.name)
-        for s in self.steps:
-            if s.name.startswith("Start rank") and s.state == StepState.SUCCEEDED:
-                self.step_update(s, state=StepState.ROLLED_BACK)
-        self.finish(
+
+# -- stop ---------------------------------------------------------------------------
+
+
+def stop_steps(run: Run, prefix: str = "") -> dict[str, OperationStep]:
+    steps = {"drain": run.add_step(f"{prefix}Drain: wait for in-flight requests")}
+    for node in reversed(run.nodes):
+        steps[f"stop:{node.name}"] = run.add_step(
+            f"{prefix}Stop rank {node.rank} on {node.name}", node
+        )
+    return steps
+
+
+def in_flight(run: Run) -> int | None:
+    """Running + waiting requests from the head's /metrics; None when it does not answer."""
+    try:
+        text = httpx.get(f"{run.head_url()}/metrics", timeout=3).text
+    except httpx.HTTPError:
+        return None
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(
+            ("vllm:num_requests_running{", "vllm:num_requests_waiting{")
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
+
+def run_stop(run: Run, steps: dict[str, OperationStep]) -> None:
+    step = steps["drain"]
+    run.begin(step)
+    cluster_set_state(run.cluster, ClusterState.DRAINING)
+    deadline = time.monotonic() + settings.DRAIN_TIMEOUT_S
+    count = in_flight(run)
+    while count and time.monotonic() < deadline:
+        run.step_update(step, summary=f"{count} requests in flight")
+        time.sleep(1.0)
+        count = in_flight(run)
+    if count is None:
+        run.finish(step, "head not serving; nothing to drain")
+    elif count:
+        run.finish(
             step,
-            f"stopped {', '.join(stopped)}"
-            + (f"; failed: {'; '.join(failed)}" if failed else ""),
-            state=StepState.FAILED if failed else StepState.SUCCEEDED,
+            f"{count} requests still in flight after {settings.DRAIN_TIMEOUT_S}s; stopping anyway",
+            state=StepState.WARNING,
         )
-
-    def skip_pending(self) -> None:
-        for s in self.steps:
-            if s.state == StepState.PENDING:
-                self.step_update(s, state=StepState.SKIPPED)
-
-    def after_start(self) -> None:
-        """Hook for failover: record the new link modes once the engine is healthy."""
-        overrides = self.link_overrides()
-        for node in self.nodes:
-            mode = overrides.get(node.name)
-            if mode and mode != node.link_mode:
-                Node.objects.filter(pk=node.pk).update(
-                    link_mode=mode,
-                    link_mode_since=timezone.now(),
-                    link_mode_reason=(self.op.reason or f"operation #{self.op.pk}")[
-                        :300
-                    ],
-                )
-
-    def leave_stopped(self) -> None:
-        """After a failure: Stopped, unless a rank could not be confirmed down (then Failed:
-        something may still hold the NPUs, and the page must not say otherwise)."""
-        if self.op.kind == OperationKind.PREFLIGHT:
-            return
-        self.cluster.refresh_from_db()
-        cluster_set_state(
-            self.cluster,
-            ClusterState.FAILED if self.unconfirmed_down else ClusterState.STOPPED,
+    else:
+        run.finish(step, "no requests in flight")
+    cluster_set_state(run.cluster, ClusterState.STOPPING)
+    failures = []
+    for node in reversed(
+        run.nodes
+    ):  # reverse rank order: headless ranks first, the head last
+        step = steps[f"stop:{node.name}"]
+        run.begin(step)
+        try:
+            status = run.call(
+                node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S
+            )
+        except AgentUnreachable as exc:
+            failures.append(node.name)
+            run.finish(step, str(exc), state=StepState.FAILED)
+            continue
+        if status["state"] == "running":
+            failures.append(node.name)
+            run.finish(
+                step, f"still running (pid {status['pid']})", state=StepState.FAILED
+            )
+            continue
+        Node.objects.filter(pk=node.pk).update(state=NodeState.READY)
+        run.finish(
+            step,
+            f"stopped ({status.get('detail') or status['state']})",
+            data={"stopped_at": status.get("stopped_at")},
         )
+    if failures:
+        run.unconfirmed_down.extend(failures)
+        cluster_set_state(run.cluster, ClusterState.FAILED)
+        raise StepFailed(f"could not confirm {', '.join(failures)} stopped")
+    cluster_set_state(run.cluster, ClusterState.STOPPED)
+
+
+def rollback(run: Run) -> None:
+    """Stop, in reverse order, every engine this operation started."""
+    if not run.started_nodes:
+        return
+    step = run.add_step("Roll back: stop the ranks this operation started")
+    run.begin(step)
+    stopped, failed = [], []
+    for node in reversed(run.started_nodes):
+        try:
+            status = run.call(
+                node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S
+            )
+            if status.get("state") == "running":
+                raise StepFailed(f"still running (pid {status.get('pid')})")
+            Node.objects.filter(pk=node.pk).update(state=NodeState.READY)
+            stopped.append(node.name)
+        except Exception as exc:  # keep going: leave as little running as possible
+            failed.append(f"{node.name}: {exc}")
+            run.unconfirmed_down.append(node.name)
+    for s in run.steps:
+        if s.name.startswith("Start rank") and s.state == StepState.SUCCEEDED:
+            run.step_update(s, state=StepState.ROLLED_BACK)
+    run.finish(
+        step,
+        f"stopped {', '.join(stopped)}"
+        + (f"; failed: {'; '.join(failed)}" if failed else ""),
+        state=StepState.FAILED if failed else StepState.SUCCEEDED,
+    )
+
+
+def skip_pending(run: Run) -> None:
+    for s in run.steps:
+        if s.state == StepState.PENDING:
+            run.step_update(s, state=StepState.SKIPPED)
+
+
+def after_start(run: Run) -> None:
+    """Hook for failover: record the new link modes once the engine is healthy."""
+    overrides = run.link_overrides()
+    for node in run.nodes:
+        mode = overrides.get(node.name)
+        if mode and mode != node.link_mode:
+            Node.objects.filter(pk=node.pk).update(
+                link_mode=mode,
+                link_mode_since=timezone.now(),
+                link_mode_reason=(run.op.reason or f"operation #{run.op.pk}")[:300],
+            )
+
+
+def leave_stopped(run: Run) -> None:
+    """After a failure: Stopped, unless a rank could not be confirmed down (then Failed:
+    something may still hold the NPUs, and the page must not say otherwise)."""
+    if run.op.kind == OperationKind.PREFLIGHT:
+        return
+    run.cluster.refresh_from_db()
+    cluster_set_state(
+        run.cluster,
+        ClusterState.FAILED if run.unconfirmed_down else ClusterState.STOPPED,
+    )

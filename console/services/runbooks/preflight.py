@@ -11,243 +11,237 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
-from console.services.runbooks.base import RunbookBase
+from console.services.runbooks.base import Run
 from engine.plans import PlanError
 
 
-class PreflightRunbook(RunbookBase):
-    """The checks before any start: agents, NPUs, versions, links, model, ports, HBM, plan."""
+def preflight_steps(run: Run) -> dict[str, OperationStep]:
+    steps = {"reach": run.add_step("Agents reachable")}
+    for node in run.nodes:
+        steps[node.name] = run.add_step(f"Preflight checks on {node.name}", node)
+    steps["consistency"] = run.add_step("Same versions and model on every node")
+    steps["plan"] = run.add_step("Launch plan valid and fits in HBM")
+    return steps
 
-    def preflight_steps(self) -> dict[str, OperationStep]:
-        steps = {"reach": self.add_step("Agents reachable")}
-        for node in self.nodes:
-            steps[node.name] = self.add_step(f"Preflight checks on {node.name}", node)
-        steps["consistency"] = self.add_step("Same versions and model on every node")
-        steps["plan"] = self.add_step("Launch plan valid and fits in HBM")
-        return steps
 
-    def npu_ip_checks(
-        self, node: Node, collected: list[str | None] | None, ping_targets: list[str]
-    ) -> list[dict[str, Any]]:
-        """The NPU IPs the node's NICs carry (``hccn_tool -ip -g``) must be the inventory's:
-        the plans and every peer's ping use the inventory. No targets = no ping = a failure,
-        never a silently missing check."""
-        out: list[dict[str, Any]] = []
-        inventory = list(node.npu_ips or [])
-        if collected is not None:
-            differ = [
-                f"NPU {i}: inventory {want or '—'}, NIC {have or '—'}"
-                for i, (want, have) in enumerate(
-                    zip(
-                        inventory + [None] * (len(collected) - len(inventory)),
-                        collected,
-                        strict=False,
-                    )
+def npu_ip_checks(
+    run: Run, node: Node, collected: list[str | None] | None, ping_targets: list[str]
+) -> list[dict[str, Any]]:
+    """The NPU IPs the node's NICs carry (``hccn_tool -ip -g``) must be the inventory's:
+    the plans and every peer's ping use the inventory. No targets = no ping = a failure,
+    never a silently missing check."""
+    out: list[dict[str, Any]] = []
+    inventory = list(node.npu_ips or [])
+    if collected is not None:
+        differ = [
+            f"NPU {i}: inventory {want or '—'}, NIC {have or '—'}"
+            for i, (want, have) in enumerate(
+                zip(
+                    inventory + [None] * (len(collected) - len(inventory)),
+                    collected,
+                    strict=False,
                 )
-                if (want or None) != (have or None)
-            ]
-            out.append(
-                {
-                    "name": "npu ips match the inventory",
-                    "status": "fail" if differ else "pass",
-                    "evidence": "; ".join(differ[:8])
-                    if differ
-                    else f"{len(collected)} NPU IPs as in the inventory",
-                    "fix": f"Correct {node.name}'s NPU IPs in the inventory (admin) or on the NICs (hccn_tool -i N -ip -s …)."
-                    if differ
-                    else "",
-                }
             )
-        if not ping_targets and len(self.nodes) > 1:
-            out.append(
-                {
-                    "name": "npu ping",
-                    "status": "fail",
-                    "evidence": "no peer NPU IPs in the inventory to ping",
-                    "fix": "Fill in the NPU IPs of rank 0 (and rank 1) in the inventory.",
-                }
-            )
-        return out
-
-    def run_preflight(self, steps: dict[str, OperationStep]) -> bool:
-        """Run every check; returns True when nothing failed. Results land in op.result['preflight']."""
-        table: dict[str, list[dict[str, Any]]] = {}
-        ok = True
-        step = steps["reach"]
-        self.begin(step)
-        beats = self.call_all(
-            self.nodes,
-            "node.heartbeat",
-            timeout=settings.PREFLIGHT_REACH_TIMEOUT_S,
-            kwargs_for=lambda n: {},
-        )
-        down = [name for name, answer in beats.items() if isinstance(answer, Exception)]
-        for name, answer in beats.items():
-            table.setdefault(name, []).append(
-                {
-                    "name": "agent reachable",
-                    "status": "fail" if isinstance(answer, Exception) else "pass",
-                    "evidence": str(answer)
-                    if isinstance(answer, Exception)
-                    else f"{answer['hostname']} pid {answer['pid']} ({answer['driver']})",
-                    "fix": f"Start the node agent on {name}: systemctl start ascend-agent (it consumes queue node.{name})"
-                    if isinstance(answer, Exception)
-                    else "",
-                }
-            )
-        if down:
-            ok = False
-            self.finish(
-                step, f"no answer from {', '.join(down)}", state=StepState.FAILED
-            )
-        else:
-            self.finish(step, f"{len(self.nodes)} agents answered")
-        reachable = [n for n in self.nodes if n.name not in down]
-        head = self.head()
-        head_ips = list(head.npu_ips or [])
-        peer_ips = list(self.nodes[1].npu_ips or []) if len(self.nodes) > 1 else []
-
-        def checks_for(n: Node) -> dict[str, Any]:
-            ports = [n.api_port, n.rpc_port] if n.pk == head.pk else []
-            return {
-                "expected_npus": n.npu_count,
-                "host_ip": n.management_ip,
-                "ports": ports,
-                "model_path": self.cluster.profile.model_path,
-                "ping_targets": peer_ips if n.pk == head.pk else head_ips,
+            if (want or None) != (have or None)
+        ]
+        out.append(
+            {
+                "name": "npu ips match the inventory",
+                "status": "fail" if differ else "pass",
+                "evidence": "; ".join(differ[:8])
+                if differ
+                else f"{len(collected)} NPU IPs as in the inventory",
+                "fix": f"Correct {node.name}'s NPU IPs in the inventory (admin) or on the NICs (hccn_tool -i N -ip -s …)."
+                if differ
+                else "",
             }
-
-        for node in reachable:
-            self.begin(steps[node.name])
-        answers = self.call_all(
-            reachable,
-            "node.preflight",
-            timeout=settings.PREFLIGHT_TIMEOUT_S,
-            kwargs_for=checks_for,
         )
-        versions: dict[str, dict[str, Any]] = {}
-        sizes: dict[str, Any] = {}
-        for node in self.nodes:
-            step = steps[node.name]
-            if node.name in down:
-                self.finish(
-                    step, "agent unreachable; checks not run", state=StepState.SKIPPED
-                )
-                continue
-            answer = answers[node.name]
-            if isinstance(answer, Exception):
-                ok = False
-                table[node.name].append(
-                    {
-                        "name": "preflight",
-                        "status": "fail",
-                        "evidence": str(answer),
-                        "fix": "Check the agent log on the node.",
-                    }
-                )
-                self.finish(step, str(answer)[:300], state=StepState.FAILED)
-                continue
-            checks = answer["checks"] + self.npu_ip_checks(
-                node,
-                answer.get("npu_ips"),
-                peer_ips if node.pk == head.pk else head_ips,
+    if not ping_targets and len(run.nodes) > 1:
+        out.append(
+            {
+                "name": "npu ping",
+                "status": "fail",
+                "evidence": "no peer NPU IPs in the inventory to ping",
+                "fix": "Fill in the NPU IPs of rank 0 (and rank 1) in the inventory.",
+            }
+        )
+    return out
+
+
+def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
+    """Run every check; returns True when nothing failed. Results land in op.result['preflight']."""
+    table: dict[str, list[dict[str, Any]]] = {}
+    ok = True
+    step = steps["reach"]
+    run.begin(step)
+    beats = run.call_all(
+        run.nodes,
+        "node.heartbeat",
+        timeout=settings.PREFLIGHT_REACH_TIMEOUT_S,
+        kwargs_for=lambda n: {},
+    )
+    down = [name for name, answer in beats.items() if isinstance(answer, Exception)]
+    for name, answer in beats.items():
+        table.setdefault(name, []).append(
+            {
+                "name": "agent reachable",
+                "status": "fail" if isinstance(answer, Exception) else "pass",
+                "evidence": str(answer)
+                if isinstance(answer, Exception)
+                else f"{answer['hostname']} pid {answer['pid']} ({answer['driver']})",
+                "fix": f"Start the node agent on {name}: systemctl start ascend-agent (it consumes queue node.{name})"
+                if isinstance(answer, Exception)
+                else "",
+            }
+        )
+    if down:
+        ok = False
+        run.finish(step, f"no answer from {', '.join(down)}", state=StepState.FAILED)
+    else:
+        run.finish(step, f"{len(run.nodes)} agents answered")
+    reachable = [n for n in run.nodes if n.name not in down]
+    head = run.head()
+    head_ips = list(head.npu_ips or [])
+    peer_ips = list(run.nodes[1].npu_ips or []) if len(run.nodes) > 1 else []
+
+    def checks_for(n: Node) -> dict[str, Any]:
+        ports = [n.api_port, n.rpc_port] if n.pk == head.pk else []
+        return {
+            "expected_npus": n.npu_count,
+            "host_ip": n.management_ip,
+            "ports": ports,
+            "model_path": run.cluster.profile.model_path,
+            "ping_targets": peer_ips if n.pk == head.pk else head_ips,
+        }
+
+    for node in reachable:
+        run.begin(steps[node.name])
+    answers = run.call_all(
+        reachable,
+        "node.preflight",
+        timeout=settings.PREFLIGHT_TIMEOUT_S,
+        kwargs_for=checks_for,
+    )
+    versions: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, Any] = {}
+    for node in run.nodes:
+        step = steps[node.name]
+        if node.name in down:
+            run.finish(
+                step, "agent unreachable; checks not run", state=StepState.SKIPPED
             )
-            table[node.name].extend(checks)
-            versions[node.name] = answer["versions"]
-            sizes[node.name] = answer["model_size"]
-            failed = [c for c in checks if c["status"] == "fail"]
-            warned = [c for c in checks if c["status"] == "warn"]
-            if failed:
-                ok = False
-                self.finish(
-                    step,
-                    "; ".join(f"{c['name']}: {c['evidence']}" for c in failed),
-                    state=StepState.FAILED,
-                    data={"checks": checks},
-                )
-            else:
-                self.finish(
-                    step,
-                    f"{len(checks)} checks passed"
-                    + (f", {len(warned)} warnings" if warned else ""),
-                    state=StepState.WARNING if warned else StepState.SUCCEEDED,
-                    data={"checks": checks},
-                )
-        step = steps["consistency"]
-        self.begin(step)
-        problems = []
-        for key in ("driver", "firmware", "cann", "vllm", "vllm_ascend", "torch_npu"):
-            seen: dict[Any, list[str]] = {}
-            for name, v in versions.items():
-                seen.setdefault(v.get(key), []).append(name)
-            if len(seen) > 1:
-                detail = "; ".join(
-                    f"{value} on {', '.join(names)}" for value, names in seen.items()
-                )
-                problems.append(f"{key} differs: {detail}")
-                for value, names in seen.items():
-                    if len(names) < max(len(x) for x in seen.values()):
-                        for name in names:
-                            table[name].append(
-                                {
-                                    "name": f"{key} version",
-                                    "status": "fail",
-                                    "evidence": f"{key} {value} on {name}; others: {detail}",
-                                    "fix": f"Install the same {key} on every node (pip install .[node] pins vllm/vllm-ascend/torch_npu).",
-                                }
-                            )
-        if len(set(sizes.values())) > 1:
-            problems.append(
-                "model size differs: " + ", ".join(f"{n}={s}" for n, s in sizes.items())
-            )
-        if problems:
+            continue
+        answer = answers[node.name]
+        if isinstance(answer, Exception):
             ok = False
-            self.finish(
-                step,
-                " | ".join(problems),
-                state=StepState.FAILED,
-                data={"versions": versions},
-            )
-        else:
-            self.finish(
-                step,
-                "identical on every node" if versions else "no node answered",
-                data={"versions": versions},
-            )
-        step = steps["plan"]
-        self.begin(step)
-        try:
-            self.plan = self.build_plan()
-        except PlanError as exc:
-            ok = False
-            flat = [
-                f"{field}: {msg}" for field, msgs in exc.errors.items() for msg in msgs
-            ]
-            table.setdefault("cluster", []).append(
+            table[node.name].append(
                 {
-                    "name": "launch plan",
+                    "name": "preflight",
                     "status": "fail",
-                    "evidence": " ".join(flat),
-                    "fix": "Fix the profile or the inventory as the message says.",
+                    "evidence": str(answer),
+                    "fix": "Check the agent log on the node.",
                 }
             )
-            self.finish(
+            run.finish(step, str(answer)[:300], state=StepState.FAILED)
+            continue
+        checks = answer["checks"] + npu_ip_checks(
+            run,
+            node,
+            answer.get("npu_ips"),
+            peer_ips if node.pk == head.pk else head_ips,
+        )
+        table[node.name].extend(checks)
+        versions[node.name] = answer["versions"]
+        sizes[node.name] = answer["model_size"]
+        failed = [c for c in checks if c["status"] == "fail"]
+        warned = [c for c in checks if c["status"] == "warn"]
+        if failed:
+            ok = False
+            run.finish(
                 step,
-                " ".join(flat),
+                "; ".join(f"{c['name']}: {c['evidence']}" for c in failed),
                 state=StepState.FAILED,
-                data={"errors": exc.errors},
+                data={"checks": checks},
             )
         else:
-            table.setdefault("cluster", []).append(
-                {
-                    "name": "launch plan",
-                    "status": "pass",
-                    "evidence": self.plan.fit.detail,
-                    "fix": "",
-                }
+            run.finish(
+                step,
+                f"{len(checks)} checks passed"
+                + (f", {len(warned)} warnings" if warned else ""),
+                state=StepState.WARNING if warned else StepState.SUCCEEDED,
+                data={"checks": checks},
             )
-            self.finish(
-                step, self.plan.fit.detail, data={"fit": self.plan.fit.to_dict()}
+    step = steps["consistency"]
+    run.begin(step)
+    problems = []
+    for key in ("driver", "firmware", "cann", "vllm", "vllm_ascend", "torch_npu"):
+        seen: dict[Any, list[str]] = {}
+        for name, v in versions.items():
+            seen.setdefault(v.get(key), []).append(name)
+        if len(seen) > 1:
+            detail = "; ".join(
+                f"{value} on {', '.join(names)}" for value, names in seen.items()
             )
-        self.result["preflight"] = {"ok": ok, "nodes": table}
-        return ok
+            problems.append(f"{key} differs: {detail}")
+            for value, names in seen.items():
+                if len(names) < max(len(x) for x in seen.values()):
+                    for name in names:
+                        table[name].append(
+                            {
+                                "name": f"{key} version",
+                                "status": "fail",
+                                "evidence": f"{key} {value} on {name}; others: {detail}",
+                                "fix": f"Install the same {key} on every node (pip install .[node] pins vllm/vllm-ascend/torch_npu).",
+                            }
+                        )
+    if len(set(sizes.values())) > 1:
+        problems.append(
+            "model size differs: " + ", ".join(f"{n}={s}" for n, s in sizes.items())
+        )
+    if problems:
+        ok = False
+        run.finish(
+            step,
+            " | ".join(problems),
+            state=StepState.FAILED,
+            data={"versions": versions},
+        )
+    else:
+        run.finish(
+            step,
+            "identical on every node" if versions else "no node answered",
+            data={"versions": versions},
+        )
+    step = steps["plan"]
+    run.begin(step)
+    try:
+        run.plan = run.build_plan()
+    except PlanError as exc:
+        ok = False
+        flat = [f"{field}: {msg}" for field, msgs in exc.errors.items() for msg in msgs]
+        table.setdefault("cluster", []).append(
+            {
+                "name": "launch plan",
+                "status": "fail",
+                "evidence": " ".join(flat),
+                "fix": "Fix the profile or the inventory as the message says.",
+            }
+        )
+        run.finish(
+            step,
+            " ".join(flat),
+            state=StepState.FAILED,
+            data={"errors": exc.errors},
+        )
+    else:
+        table.setdefault("cluster", []).append(
+            {
+                "name": "launch plan",
+                "status": "pass",
+                "evidence": run.plan.fit.detail,
+                "fix": "",
+            }
+        )
+        run.finish(step, run.plan.fit.detail, data={"fit": run.plan.fit.to_dict()})
+    run.result["preflight"] = {"ok": ok, "nodes": table}
+    return ok

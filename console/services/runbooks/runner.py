@@ -1,4 +1,4 @@
-"""Entry: which steps each kind runs, in what order, and what a failure or cancel undoes."""
+"""Walks a runbook table (console.services.runbooks.table) for one operation."""
 
 from __future__ import annotations
 
@@ -8,131 +8,64 @@ import threading
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from console.models import ClusterState
-from console.models.operations import (
-    Operation,
-    OperationKind,
-    OperationState,
-    StepState,
-)
+from console.models.operations import Operation, OperationState, StepState
 from console.services.operations import (
-    cluster_set_state,
     operation_claim,
     operation_heartbeat,
     operation_terminate,
 )
-from console.services.runbooks.base import Cancelled, StepFailed
-from console.services.runbooks.remedies import RemedyRunbook
+from console.services.runbooks.base import Cancelled, Run, StepFailed
+from console.services.runbooks.lifecycle import leave_stopped, skip_pending
+from console.services.runbooks.table import RUNBOOKS, Step
 
 log = logging.getLogger(__name__)
 
 
-class Runbook(RemedyRunbook):
-    """Executes one operation of any kind."""
+def execute(run: Run) -> None:
+    """Plan every step of the kind's table, run them in order; on failure or cancel, unwind."""
+    if not run.nodes:
+        operation_terminate(
+            run.op, OperationState.FAILED, error="the cluster has no nodes"
+        )
+        return
+    began: list[Step] = []
+    try:
+        table = RUNBOOKS.get(run.op.kind)
+        if table is None:
+            raise StepFailed(f"{run.op.kind} is not implemented by this runbook")
+        steps = [step for step in table if step.when(run)]
+        rows = [step.plan(run) for step in steps]
+        for step, its_rows in zip(steps, rows, strict=True):
+            began.append(step)
+            step.run(run, its_rows)
+    except Cancelled as exc:
+        _unwind(run, began)
+        operation_terminate(
+            run.op, OperationState.CANCELLED, error=str(exc), result=run.result
+        )
+        return
+    except Exception as exc:
+        if not isinstance(exc, StepFailed):
+            log.exception("operation %s crashed", run.op.pk)
+            for row in run.steps:
+                if row.state == StepState.RUNNING:
+                    run.fail(row, f"internal error: {exc!r}")
+        _unwind(run, began)
+        operation_terminate(
+            run.op, OperationState.FAILED, error=str(exc), result=run.result
+        )
+        return
+    skip_pending(run)
+    operation_terminate(run.op, OperationState.SUCCEEDED, result=run.result)
 
-    # -- entry ------------------------------------------------------------------------------
 
-    def run(self) -> None:
-        kind = self.op.kind
-        if not self.nodes:
-            operation_terminate(
-                self.op, OperationState.FAILED, error="the cluster has no nodes"
-            )
-            return
-        try:
-            if kind == OperationKind.PREFLIGHT:
-                ok = self.run_preflight(self.preflight_steps())
-                state = OperationState.SUCCEEDED if ok else OperationState.FAILED
-                operation_terminate(
-                    self.op,
-                    state,
-                    error="" if ok else "preflight found problems",
-                    result=self.result,
-                )
-                return
-            if kind == OperationKind.STOP:
-                self.run_stop(self.stop_steps())
-            elif kind in (
-                OperationKind.START,
-                OperationKind.RESTART,
-                OperationKind.FAILOVER,
-                OperationKind.REPLACE,
-            ):
-                cleanup = (
-                    self.add_step("Clear leftover engines")
-                    if kind == OperationKind.START
-                    else None
-                )
-                replace = (
-                    self.replace_prepare() if kind == OperationKind.REPLACE else None
-                )
-                stop_steps = (
-                    self.stop_steps("Stop first: ") if cleanup is None else None
-                )
-                if replace is not None:
-                    replace["swap"] = self.add_step(
-                        f"Swap {replace['old'].name} for {replace['spare'].name} in the inventory"
-                    )
-                    self.nodes = replace["new_nodes"]
-                pre = self.preflight_steps()
-                start = self.start_steps()
-                verify_node = self.op.params.get("verify_node")
-                verify = (
-                    self.add_step(
-                        f"Verify the switch on {verify_node}: HCCS counters still, RoCE counters growing"
-                    )
-                    if verify_node
-                    else None
-                )
-                if cleanup is not None:
-                    self.run_cleanup(cleanup)
-                if replace is not None:
-                    self.replace_spare_preflight(replace)
-                    self.nodes = replace["old_nodes"]
-                if stop_steps is not None:
-                    self.run_stop(stop_steps)
-                if replace is not None:
-                    self.replace_swap(replace)
-                if not self.run_preflight(pre):
-                    if not self.op.force:
-                        raise StepFailed(
-                            "preflight failed; fix the failing checks (or have an admin force the start)"
-                        )
-                    self.add_step("Preflight failed but an admin forced the start")
-                if self.plan is None:
-                    raise StepFailed("no valid launch plan")
-                self.run_start(start)
-                self.after_start()
-                if verify is not None:
-                    self.verify_link_switch(verify, str(verify_node))
-                cluster_set_state(self.cluster, ClusterState.RUNNING)
-            else:
-                raise StepFailed(f"{kind} is not implemented by this runbook")
-        except Cancelled as exc:
-            self.rollback()
-            self.replace_undo()
-            self.skip_pending()
-            self.leave_stopped()
-            operation_terminate(
-                self.op, OperationState.CANCELLED, error=str(exc), result=self.result
-            )
-            return
-        except Exception as exc:
-            if not isinstance(exc, StepFailed):
-                log.exception("operation %s crashed", self.op.pk)
-                for s in self.steps:
-                    if s.state == StepState.RUNNING:
-                        self.fail(s, f"internal error: {exc!r}")
-            self.rollback()
-            self.replace_undo()
-            self.skip_pending()
-            self.leave_stopped()
-            operation_terminate(
-                self.op, OperationState.FAILED, error=str(exc), result=self.result
-            )
-            return
-        self.skip_pending()
-        operation_terminate(self.op, OperationState.SUCCEEDED, result=self.result)
+def _unwind(run: Run, began: list[Step]) -> None:
+    """Undo the steps that began, latest first; skip the rest; leave the cluster stopped."""
+    for step in reversed(began):
+        if step.undo is not None:
+            step.undo(run)
+    skip_pending(run)
+    leave_stopped(run)
 
 
 def run_operation(operation_id: int) -> str:
@@ -155,7 +88,11 @@ def run_operation(operation_id: int) -> str:
     )
     thread.start()
     try:
-        Runbook(op).run()
+        execute(Run(op))
+    except Exception as exc:
+        # the run could not even set up: finish it, so listeners hear of it
+        log.exception("operation %s crashed before its steps", operation_id)
+        operation_terminate(op, OperationState.FAILED, error=f"internal error: {exc!r}")
     finally:
         stop.set()
         thread.join(timeout=5)

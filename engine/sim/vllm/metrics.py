@@ -15,6 +15,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from engine.versions import version_key
+
 TTFT_BUCKETS = (
     0.001,
     0.005,
@@ -118,10 +120,7 @@ def build_1_2_5_buckets(max_value: int) -> list[int]:
 
 
 def _newer(version: str, than: str) -> bool:
-    def key(v: str) -> tuple[int, ...]:
-        return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
-
-    return key(version) >= key(than)
+    return version_key(version) >= version_key(than)
 
 
 class EngineMetrics:

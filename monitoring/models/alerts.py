@@ -1,6 +1,6 @@
 """Alert rules, alerts and their timeline, silences, notification channels and deliveries.
 
-Imported by ``monitoring.models`` so the app's migrations see them. Evaluation lives in
+Exported by ``monitoring.models`` (the app's models package). Evaluation lives in
 ``monitoring.alerts.rules`` (pure) and ``monitoring.alerts.services`` (writes).
 """
 
@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.models import Cluster, Node
+from console.models.operations import Operation
 
 
 class Severity(models.TextChoices):
@@ -71,6 +72,24 @@ class AlertRule(models.Model):
     An alert resolves only once the value is past ``resolve_threshold`` (hysteresis;
     None = the threshold itself). ``cluster`` limits the rule to one cluster.
     """
+
+    # What an admin may set (the form, the API and rule_save all take this list);
+    # ``scope`` follows from the metric.
+    EDITABLE_FIELDS = (
+        "name",
+        "description",
+        "metric",
+        "comparison",
+        "threshold",
+        "resolve_threshold",
+        "for_s",
+        "severity",
+        "labels",
+        "cluster",
+        "enabled",
+        "remediation_policy",
+        "remediation_action",
+    )
 
     name = models.CharField(_("name"), max_length=100, unique=True)
     description = models.CharField(_("description"), max_length=300, blank=True)
@@ -374,7 +393,8 @@ class Incident(models.Model):
     ``decided_at``, ``operation_started_at`` (first operation picked up),
     ``healthy_at`` (engine healthy again), ``resolved_at`` (alert resolved).
     ``action`` moves on when a remedy fails (failover → replace). ``operation_ids``
-    lists every operation this incident started, in order.
+    lists every operation this incident started, in order; ``operation`` is the latest,
+    the one whose end moves the incident on (console announces it, monitoring listens).
     """
 
     alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="incidents")
@@ -400,6 +420,14 @@ class Incident(models.Model):
     summary = models.CharField(_("summary"), max_length=500, blank=True)
     attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
     operation_ids = models.JSONField(default=list, blank=True)
+    operation = models.ForeignKey(
+        Operation,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="incidents",
+        verbose_name=_("latest operation"),
+    )
     verification = models.JSONField(default=dict, blank=True)
     fault_onset_at = models.DateTimeField(_("fault onset"))
     detected_at = models.DateTimeField(_("detected"))

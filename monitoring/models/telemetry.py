@@ -192,14 +192,3 @@ class Rollup(models.Model):
             ),
             models.Index(fields=["minute"], name="rollup_minute"),  # Used by prune
         ]
-
-
-# Alert models live in their own module; imported here so migrations see them.
-from monitoring.models_alerts import (  # noqa: E402,F401
-    Alert,
-    AlertEvent,
-    AlertRule,
-    Notification,
-    NotificationChannel,
-    Silence,
-)

@@ -1,4 +1,4 @@
-"""Telemetry API: the latest sample per node of a cluster, and chart windows (downsampled)."""
+"""Telemetry API (/api/...): the latest sample per node of a cluster, and chart windows (downsampled)."""
 
 from __future__ import annotations
 
