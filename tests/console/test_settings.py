@@ -13,7 +13,7 @@ PROBE = (
     "import json, django; from django.conf import settings; django.setup(); "
     "print(json.dumps({'engine': settings.DATABASES['default']['ENGINE'], 'name': str(settings.DATABASES['default']['NAME']), "
     "'redis': settings.REDIS_URL, 'broker': settings.CELERY_BROKER_URL, 'backend': settings.CELERY_RESULT_BACKEND, 'embedded': settings.EMBEDDED_REDIS, "
-    "'debug': settings.DEBUG, 'tz': settings.TIME_ZONE, 'layer': settings.CHANNEL_LAYERS['default']['CONFIG']['hosts'][0], "
+    "'debug': settings.DEBUG, 'tz': settings.TIME_ZONE, 'layer': settings.CHANNEL_LAYERS['default']['CONFIG']['hosts'][0]['address'], "
     "'serializer': settings.CELERY_TASK_SERIALIZER, 'accept': settings.CELERY_ACCEPT_CONTENT}))"
 )
 
