@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -73,64 +75,62 @@ def rollup_minute(start: datetime) -> int:
     """Aggregate one minute [start, start+60 s) of every series into Rollup rows; returns rows written."""
     out: list[Rollup] = []
     for series, expr in CHIP_SERIES.items():
-        agg = (
-            _rows(ChipSample.objects.all(), start)
-            .values("node_id", "npu", "chip")
-            .annotate(avg=Avg(expr), max=Max(expr), n=Count("id"))
+        out += _minute_rollups(
+            ChipSample.objects.all(),
+            start,
+            ("node_id", "npu", "chip"),
+            f"chip.{series}",
+            expr,
+            lambda r: {"node_id": r["node_id"], "key": f"{r['npu']}.{r['chip']}"},
         )
-        out += [
-            Rollup(
-                node_id=r["node_id"],
-                series=f"chip.{series}",
-                key=f"{r['npu']}.{r['chip']}",
-                minute=start,
-                avg=r["avg"],
-                max=r["max"],
-                n=r["n"],
-            )
-            for r in agg
-            if r["avg"] is not None
-        ]
     for series in NODE_SERIES:
-        agg = (
-            _rows(NodeSample.objects.all(), start)
-            .values("node_id")
-            .annotate(avg=Avg(series), max=Max(series), n=Count("id"))
+        out += _minute_rollups(
+            NodeSample.objects.all(),
+            start,
+            ("node_id",),
+            f"node.{series}",
+            series,
+            lambda r: {"node_id": r["node_id"], "key": ""},
         )
-        out += [
-            Rollup(
-                node_id=r["node_id"],
-                series=f"node.{series}",
-                key="",
-                minute=start,
-                avg=r["avg"],
-                max=r["max"],
-                n=r["n"],
-            )
-            for r in agg
-            if r["avg"] is not None
-        ]
     for series in ENGINE_SERIES:
-        agg = (
-            _rows(EngineSample.objects.all(), start)
-            .values("cluster_id", "engine")
-            .annotate(avg=Avg(series), max=Max(series), n=Count("id"))
+        out += _minute_rollups(
+            EngineSample.objects.all(),
+            start,
+            ("cluster_id", "engine"),
+            f"engine.{series}",
+            series,
+            lambda r: {"cluster_id": r["cluster_id"], "key": r["engine"]},
         )
-        out += [
-            Rollup(
-                cluster_id=r["cluster_id"],
-                series=f"engine.{series}",
-                key=r["engine"],
-                minute=start,
-                avg=r["avg"],
-                max=r["max"],
-                n=r["n"],
-            )
-            for r in agg
-            if r["avg"] is not None
-        ]
     Rollup.objects.bulk_create(out, batch_size=2000)
     return len(out)
+
+
+def _minute_rollups(
+    qs: QuerySet[ChipSample] | QuerySet[NodeSample] | QuerySet[EngineSample],
+    start: datetime,
+    group: tuple[str, ...],
+    series: str,
+    expr: Any,
+    owner: Callable[[dict[str, Any]], dict[str, Any]],
+) -> list[Rollup]:
+    """avg/max/n of ``expr`` per ``group`` over the minute; ``owner`` names each row's target and key."""
+    agg = (
+        _rows(qs, start)
+        .values(*group)
+        .annotate(avg=Avg(expr), max=Max(expr), n=Count("id"))
+    )
+    return [
+        Rollup(
+            **owner(r),
+            series=series,
+            minute=start,
+            avg=r["avg"],
+            max=r["max"],
+            n=r["n"],
+        )
+        for r in agg
+        if r["avg"] is not None
+    ]
 
 
 def rollup_and_prune(*, now: datetime | None = None) -> dict[str, int]:

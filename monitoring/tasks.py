@@ -116,7 +116,9 @@ def _inflight_still_wanted(
 
 
 def _collects_send(
-    store: redis.Redis, inflight: dict[str, dict[str, Any]], wanted: dict[str, CollectTarget]
+    store: redis.Redis,
+    inflight: dict[str, dict[str, Any]],
+    wanted: dict[str, CollectTarget],
 ) -> None:
     """Ask every wanted node without a collect in flight; remember each in Redis and ``inflight``."""
     now = time.time()
