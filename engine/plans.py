@@ -13,11 +13,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.flags import SUPPORTED_VERSIONS, check_argv
 from engine.memory import DTYPE_BYTES, FitReport, estimate_fit
+from engine.timeouts import check_timeouts, timeout_env
 
 MODES = ("dp", "tp_pp")
 LINK_MODES = ("hccs", "roce")
@@ -173,6 +174,8 @@ class ClusterPlan:
     vllm_version: str
     nodes: list[NodePlan]
     fit: FitReport
+    # timeout rules the plan passes only with a risk (engine.timeouts), rule + source
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +183,7 @@ class ClusterPlan:
             "vllm_version": self.vllm_version,
             "nodes": [node.to_dict() for node in self.nodes],
             "fit": self.fit.to_dict(),
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -189,6 +193,7 @@ class ClusterPlan:
             vllm_version=data["vllm_version"],
             nodes=[NodePlan.from_dict(node) for node in data["nodes"]],
             fit=FitReport.from_dict(data["fit"]),
+            warnings=list(data.get("warnings", [])),
         )
 
 
@@ -460,7 +465,9 @@ def _model_argv(profile: ProfileSpec) -> list[str]:
     return argv
 
 
-def _node_env(profile: ProfileSpec, node: NodeSpec, used: int) -> dict[str, str]:
+def _node_env(
+    profile: ProfileSpec, node: NodeSpec, used: int, nodes: int
+) -> dict[str, str]:
     env = {
         # HCCL's host-side address on this node
         "HCCL_IF_IP": node.host_ip,
@@ -482,6 +489,9 @@ def _node_env(profile: ProfileSpec, node: NodeSpec, used: int) -> dict[str, str]
     }
     # intra-server link: HCCS or RoCE
     env.update(LINK_ENV[node.link_mode])
+    # HCCL / vLLM timeouts that agree with each other (engine.timeouts); extra_env wins
+    aiv = profile.extra_env.get("HCCL_OP_EXPANSION_MODE", "").upper() == "AIV"
+    env.update(timeout_env(nodes=nodes, aiv=aiv))
     env.update(profile.extra_env)
     return env
 
@@ -529,7 +539,11 @@ def _check_extras(profile: ProfileSpec, errors: dict[str, list[str]]) -> None:
 
 
 def build_plan(
-    cluster: str, nodes: list[NodeSpec], profile: ProfileSpec
+    cluster: str,
+    nodes: list[NodeSpec],
+    profile: ProfileSpec,
+    *,
+    console_health_timeout_s: int | None = None,
 ) -> ClusterPlan:
     """Argv and environment for every node, in rank order, plus the memory fit.
 
@@ -561,9 +575,21 @@ def build_plan(
                 rank=node.rank,
                 role="head" if node.rank == 0 else "headless",
                 argv=base + list(profile.extra_flags),
-                env=_node_env(profile, node, used_npus),
+                env=_node_env(profile, node, used_npus, n),
             )
         )
+    warnings: list[str] = []
+    for finding in check_timeouts(
+        plans[0].env,
+        nodes=n,
+        world_size=profile.dp * profile.tp * profile.pp,
+        console_health_timeout_s=console_health_timeout_s,
+    ):
+        text = f"{finding.message} (rule: {finding.source})"
+        if finding.severity == "error":
+            errors["extra_env"].append(text)
+        else:
+            warnings.append(text)
     fit = estimate_fit(
         profile, min(node.hbm_gb for node in ordered), ordered[0].npu_count, n
     )
@@ -572,5 +598,9 @@ def build_plan(
     if errors:
         raise PlanError(errors)
     return ClusterPlan(
-        cluster=cluster, vllm_version=profile.vllm_version, nodes=plans, fit=fit
+        cluster=cluster,
+        vllm_version=profile.vllm_version,
+        nodes=plans,
+        fit=fit,
+        warnings=warnings,
     )

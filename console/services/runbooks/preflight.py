@@ -241,8 +241,8 @@ class PreflightRunbook(RunbookBase):
             table.setdefault("cluster", []).append(
                 {
                     "name": "launch plan",
-                    "status": "pass",
-                    "evidence": self.plan.fit.detail,
+                    "status": "warn" if self.plan.warnings else "pass",
+                    "evidence": " ".join([self.plan.fit.detail, *self.plan.warnings]),
                     "fix": "",
                 }
             )
