@@ -204,6 +204,7 @@ ALLOWED_TASKS = frozenset(
         "engine.stop",
         "engine.status",
         "engine.logs",
+        "node.evidence",
         "sim.inject",
         "sim.clear",
         "sim.state",
@@ -477,6 +478,31 @@ def engine_logs(node: str, lines: int = 200) -> dict[str, Any]:
     }
 
 
+@agent_task("node.evidence")
+def node_evidence(node: str, log_lines: int = 2000) -> dict[str, Any]:
+    """A bounded evidence bundle (engine.evidence): engine log, newest plogs, npu-smi,
+    link state, davinci/HCCS dmesg lines, versions. Reads allowlisted places only."""
+    from engine.evidence import check_request, gather
+    from engine.preflight import versions
+
+    _check_node(node)
+    lines = check_request(log_lines=log_lines)
+    tail = get_driver(config.driver).logs(_spec(argv=_saved_argv()), lines=lines)
+    if config.driver == "sim":
+        from engine.sim.state import node_dir
+
+        home = node_dir(config.node_name)  # the sim node's stand-in for $HOME
+    else:
+        home = Path.home()
+    return gather(
+        node=config.node_name,
+        engine_log=tail,
+        home=home,
+        environ=os.environ,
+        versions=versions(),
+    )
+
+
 @agent_task("node.collect")
 def node_collect(node: str, model_path: str | None = None) -> dict[str, Any]:
     """One telemetry sample: parsed npu-smi and hccn_tool, host CPU/memory/load/disk, engine RSS."""
@@ -547,6 +573,10 @@ def sim_inject(node: str, fault: str, value: str | None = None) -> dict[str, Any
         spec = _spec(argv=_saved_argv())
         status = driver.status(spec)
         if status.state == "running" and status.pid:
+            from engine.sim.plog import crash_traces
+
+            # what a rank dying of a device fault leaves: its plog and EE9999 on stderr
+            crash_traces(d, config.workdir / "engine.log", pid=status.pid)
             # SIGKILL the tree without the driver's stop bookkeeping: the engine "ended on
             # its own" (status exited), exactly what the console sees after a real crash.
             try:
