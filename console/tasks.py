@@ -38,3 +38,27 @@ def operation_run_task(operation_id: int) -> str:
 def operation_reap_task() -> list[int]:
     """Mark operations whose control worker died as interrupted (beat, every 15 s)."""
     return operation_reap_interrupted()
+
+
+@app.task(name="evidence.collect")
+def evidence_collect_task(
+    cluster_id: int, incident_id: int | None = None, user_id: int | None = None
+) -> int | None:
+    """Collect an on-demand evidence bundle from every node of a cluster; returns its id."""
+    from django.contrib.auth import get_user_model
+
+    from console.models import Cluster, EvidenceTrigger
+    from console.services.evidence import evidence_collect
+
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    bundle = evidence_collect(
+        cluster=cluster,
+        trigger=EvidenceTrigger.MANUAL,
+        reason=f"on demand by {user.get_username()}" if user else "on demand",
+        incident_id=incident_id,
+        user=user,
+    )
+    return bundle.pk

@@ -21,6 +21,7 @@ from console.services.operations import (
     operation_heartbeat,
     operation_terminate,
 )
+from console.services.evidence import evidence_for_runbook
 from console.services.runbooks.base import Cancelled, StepFailed
 from console.services.runbooks.remedies import RemedyRunbook
 
@@ -39,6 +40,8 @@ class Runbook(RemedyRunbook):
                 self.op, OperationState.FAILED, error="the cluster has no nodes"
             )
             return
+        # issue 19: an incident's remedy first keeps the dead engine's evidence
+        evidence_for_runbook(self.op, self.nodes, failed=False)
         try:
             if kind == OperationKind.PREFLIGHT:
                 ok = self.run_preflight(self.preflight_steps())
@@ -123,6 +126,7 @@ class Runbook(RemedyRunbook):
                 for s in self.steps:
                     if s.state == StepState.RUNNING:
                         self.fail(s, f"internal error: {exc!r}")
+            evidence_for_runbook(self.op, self.nodes, failed=True)  # before the rollback
             self.rollback()
             self.replace_undo()
             self.skip_pending()
