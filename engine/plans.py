@@ -466,7 +466,11 @@ def _model_argv(profile: ProfileSpec) -> list[str]:
 
 
 def _node_env(
-    profile: ProfileSpec, node: NodeSpec, used: int, nodes: int
+    profile: ProfileSpec,
+    node: NodeSpec,
+    used: int,
+    nodes: int,
+    console_health_timeout_s: int | None = None,
 ) -> dict[str, str]:
     env = {
         # HCCL's host-side address on this node
@@ -491,7 +495,11 @@ def _node_env(
     env.update(LINK_ENV[node.link_mode])
     # HCCL / vLLM timeouts that agree with each other (engine.timeouts); extra_env wins
     aiv = profile.extra_env.get("HCCL_OP_EXPANSION_MODE", "").upper() == "AIV"
-    env.update(timeout_env(nodes=nodes, aiv=aiv))
+    env.update(
+        timeout_env(
+            nodes=nodes, aiv=aiv, console_health_timeout_s=console_health_timeout_s
+        )
+    )
     env.update(profile.extra_env)
     return env
 
@@ -575,7 +583,7 @@ def build_plan(
                 rank=node.rank,
                 role="head" if node.rank == 0 else "headless",
                 argv=base + list(profile.extra_flags),
-                env=_node_env(profile, node, used_npus, n),
+                env=_node_env(profile, node, used_npus, n, console_health_timeout_s),
             )
         )
     warnings: list[str] = []

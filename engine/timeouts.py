@@ -32,8 +32,9 @@ VLLM_ENGINE_READY_DEFAULT_S = 600
 # (vLLM v1/engine/core.py; reference/vllm-facts.md "DP / headless mode"): ranks of one
 # engine may therefore reach HCCL link setup up to 300 s apart.
 DP_HANDSHAKE_WINDOW_S = 300
-# The console's /health wait must outlast vLLM's own engine-ready wait by this much:
-# the API server still has to start its HTTP listener after the engines are ready.
+# The console's /health wait must outlast vLLM's own engine-ready wait by this much
+# (a tenth of a shorter wait): the API server still has to start listening after the
+# engines are ready.
 CONSOLE_MARGIN_S = 60
 
 SOURCE_HCCL_ENV = (
@@ -71,9 +72,25 @@ def _int(env: Mapping[str, str], key: str) -> int | None:
         return None
 
 
-def timeout_env(*, nodes: int, aiv: bool = False) -> dict[str, str]:
+def console_margin(console_health_timeout_s: int) -> int:
+    """How much longer the console waits than vLLM: 60 s, or a tenth of a short wait."""
+    return min(CONSOLE_MARGIN_S, max(1, console_health_timeout_s // 10))
+
+
+def timeout_env(
+    *, nodes: int, aiv: bool = False, console_health_timeout_s: int | None = None
+) -> dict[str, str]:
     """The values the plan sets so that every rule below holds by default."""
     exec_s = HCCL_EXEC_AIV_MAX_S if aiv else HCCL_EXEC_DEFAULT_S
+    ready = 1500  # a 397B model loads for many minutes; below the console's 1800 s default
+    if console_health_timeout_s is not None:
+        ready = max(
+            1,
+            min(
+                ready,
+                console_health_timeout_s - console_margin(console_health_timeout_s),
+            ),
+        )
     return {
         # link setup: one node 120 s (HCCL default); several nodes twice the DP
         # handshake window, since ranks may start up to 300 s apart
@@ -84,8 +101,8 @@ def timeout_env(*, nodes: int, aiv: bool = False) -> dict[str, str]:
         "HCCL_EXEC_TIMEOUT": str(exec_s),
         # vllm-ascend PR #13232 raises it to 3000 when below 1836; set it explicitly
         "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(max(3000, exec_s + 600)),
-        # a 397B model loads for many minutes; below the console's 1800 s default wait
-        "VLLM_ENGINE_READY_TIMEOUT_S": "1500",
+        # vLLM gives up on its engines before the console gives up on vLLM
+        "VLLM_ENGINE_READY_TIMEOUT_S": str(ready),
     }
 
 
@@ -173,13 +190,13 @@ def check_timeouts(
         ))  # fmt: skip
     if (
         console_health_timeout_s is not None
-        and console_health_timeout_s < ready + CONSOLE_MARGIN_S
+        and console_health_timeout_s < ready + console_margin(console_health_timeout_s)
     ):
         found.append(TimeoutFinding(
             "VLLM_ENGINE_READY_TIMEOUT_S", "error",
             f"The console waits ENGINE_HEALTH_TIMEOUT_S={console_health_timeout_s} s for "
             f"/health, less than vLLM's VLLM_ENGINE_READY_TIMEOUT_S={ready} s + "
-            f"{CONSOLE_MARGIN_S} s: the console would stop the engine before vLLM reports "
+            f"{console_margin(console_health_timeout_s)} s: the console would stop the engine before vLLM reports "
             "why it is not ready. Lower VLLM_ENGINE_READY_TIMEOUT_S in extra_env or raise "
             "ENGINE_HEALTH_TIMEOUT_S.",
             f"{SOURCE_VLLM_READY}; console setting ENGINE_HEALTH_TIMEOUT_S",

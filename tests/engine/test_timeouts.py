@@ -120,3 +120,15 @@ def test_a_warning_travels_with_the_plan() -> None:
     plan = build_plan("qwen35-prod", demo_nodes(), profile)
     assert len(plan.warnings) == 1 and "HCCL_EXEC_TIMEOUT=0" in plan.warnings[0]
     assert type(plan).from_dict(plan.to_dict()).warnings == plan.warnings
+
+
+def test_the_plan_fits_vllms_ready_wait_inside_a_short_console_wait() -> None:
+    plan = build_plan(
+        "qwen35-prod", demo_nodes(), demo_profile(), console_health_timeout_s=60
+    )
+    assert plan.nodes[0].env["VLLM_ENGINE_READY_TIMEOUT_S"] == "54"
+    assert any("VLLM_ENGINE_READY_TIMEOUT_S=54" in w for w in plan.warnings)
+    plan = build_plan(
+        "qwen35-prod", demo_nodes(), demo_profile(), console_health_timeout_s=1800
+    )
+    assert plan.nodes[0].env["VLLM_ENGINE_READY_TIMEOUT_S"] == "1500" and not plan.warnings
