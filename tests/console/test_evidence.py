@@ -192,3 +192,19 @@ def test_collect_now_enqueues_and_refuses_a_bad_incident(
         )
     assert ok.status_code == 302 and ok["Location"] == f"/clusters/{cluster.name}/"
     assert sent == [(cluster.pk, 7, operator.pk)]
+
+
+def test_the_collect_task_stores_an_on_demand_bundle_for_the_incident(
+    cluster: Any, operator: Any, agents_answer: dict[str, Any]
+) -> None:
+    from console.tasks import evidence_collect_task
+
+    for n in cluster.ranked_nodes():
+        agents_answer[n.name] = _answer(n.name, {"engine.log": DEAD})
+    pk = evidence_collect_task(cluster.pk, 7, operator.pk)
+    bundle = EvidenceBundle.objects.get(pk=pk)
+    assert bundle.trigger == "manual" and bundle.incident_id == 7
+    assert bundle.created_by == operator and operator.username in bundle.reason
+    row = AuditEvent.objects.get(action="evidence.collect")
+    assert row.actor == operator
+    assert evidence_collect_task(999_999, None, None) is None
