@@ -183,7 +183,11 @@ def test_collect_now_enqueues_and_refuses_a_bad_incident(
     sent: list[tuple[Any, ...]] = []
     monkeypatch.setattr(tasks.evidence_collect_task, "delay", lambda *a: sent.append(a))
     c = login(operator)
-    bad = c.post(f"/clusters/{cluster.name}/evidence/", {"incident": "12; drop"})
+    bad = c.post(
+        f"/clusters/{cluster.name}/evidence/",
+        {"incident": "12; drop"},
+        HTTP_ACCEPT_LANGUAGE="en",
+    )
     assert bad.status_code == 400 and b"incident must be an incident number" in bad.content
     with django_capture_on_commit_callbacks(execute=True):
         ok = c.post(
