@@ -17,9 +17,9 @@ def evidence_list(
     limit: int = 5,
 ) -> list[EvidenceBundle]:
     """Newest first: a cluster's bundles, or those of an incident (by id or by its operations)."""
-    qs: QuerySet[EvidenceBundle] = EvidenceBundle.objects.defer("archive").select_related(
-        "cluster", "operation"
-    )
+    qs: QuerySet[EvidenceBundle] = EvidenceBundle.objects.defer(
+        "archive"
+    ).select_related("cluster", "operation")
     if incident_id is not None:
         ids = [int(i) for i in operation_ids]
         qs = qs.filter(Q(incident_id=incident_id) | Q(operation_id__in=ids))

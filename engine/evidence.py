@@ -105,7 +105,9 @@ def newest_plogs(dirs: list[Path], limit: int = PLOG_FILES) -> list[Path]:
             try:
                 if not entry.is_file(follow_symlinks=False):
                     continue
-                found.append((entry.stat(follow_symlinks=False).st_mtime, Path(entry.path)))
+                found.append(
+                    (entry.stat(follow_symlinks=False).st_mtime, Path(entry.path))
+                )
             except OSError:
                 continue
     found.sort(key=lambda item: item[0], reverse=True)
@@ -114,7 +116,9 @@ def newest_plogs(dirs: list[Path], limit: int = PLOG_FILES) -> list[Path]:
 
 def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """Run dmesg (the one non-Ascend binary here); the one place to mock. argv list, no shell."""
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def kernel_lines(run: Callable[[list[str], float], Any] = _run) -> BundleFile:
@@ -126,12 +130,16 @@ def kernel_lines(run: Callable[[list[str], float], Any] = _run) -> BundleFile:
         note = f"dmesg not readable: {exc}"
         return BundleFile("dmesg-npu.txt", note + "\n", 0, False, "dmesg")
     if proc.returncode != 0:
-        why = (proc.stderr or "").strip().splitlines()[:1] or [f"exit {proc.returncode}"]
+        why = (proc.stderr or "").strip().splitlines()[:1] or [
+            f"exit {proc.returncode}"
+        ]
         note = f"dmesg not readable ({why[0]}); kernel.dmesg_restrict may forbid it"
         return BundleFile("dmesg-npu.txt", _clean(note) + "\n", 0, False, "dmesg")
     kept = [line for line in proc.stdout.splitlines() if DMESG_KEEP.search(line)]
     text, truncated = _tail_text("\n".join(kept).encode(), MAX_FILE_BYTES)
-    return BundleFile("dmesg-npu.txt", text + "\n", len(proc.stdout), truncated, "dmesg")
+    return BundleFile(
+        "dmesg-npu.txt", text + "\n", len(proc.stdout), truncated, "dmesg"
+    )
 
 
 def _tool_file(
@@ -140,7 +148,9 @@ def _tool_file(
     try:
         res = tool(argv, 15.0)
     except ToolError as exc:
-        return BundleFile(name, f"{' '.join(argv)}: {exc}\n", 0, False, " ".join(argv)), None
+        return BundleFile(
+            name, f"{' '.join(argv)}: {exc}\n", 0, False, " ".join(argv)
+        ), None
     body = res.stdout + (f"\n[stderr]\n{res.stderr}" if res.stderr.strip() else "")
     text, truncated = _tail_text(body.encode(), MAX_FILE_BYTES)
     return BundleFile(name, text, len(body), truncated, " ".join(argv)), res
@@ -193,8 +203,14 @@ def gather(
     engine log, npu-smi and links come first so they are never the ones left out.
     """
     files: list[BundleFile] = []
-    log_text, truncated = _tail_text("\n".join(engine_log[-MAX_LOG_LINES:]).encode(), MAX_FILE_BYTES)
-    files.append(BundleFile("engine.log", log_text + "\n", len(log_text), truncated, "driver logs"))
+    log_text, truncated = _tail_text(
+        "\n".join(engine_log[-MAX_LOG_LINES:]).encode(), MAX_FILE_BYTES
+    )
+    files.append(
+        BundleFile(
+            "engine.log", log_text + "\n", len(log_text), truncated, "driver logs"
+        )
+    )
     npu_file, npu_res = _tool_file("npu-smi-info.txt", ["npu-smi", "info"], tool)
     files.append(npu_file)
     files.append(links(_npu_count(npu_res), tool))
@@ -231,7 +247,9 @@ def gather(
 def check_request(*, log_lines: Any) -> int:
     """Strict check of the ``node.evidence`` arguments; raises ValueError naming the field."""
     if isinstance(log_lines, bool) or not isinstance(log_lines, int):
-        raise ValueError(f"log_lines must be a whole number, got {type(log_lines).__name__}")
+        raise ValueError(
+            f"log_lines must be a whole number, got {type(log_lines).__name__}"
+        )
     if not 1 <= log_lines <= MAX_LOG_LINES:
         raise ValueError(f"log_lines must be in [1, {MAX_LOG_LINES}], got {log_lines}")
     return log_lines

@@ -24,9 +24,13 @@ _CANN = re.compile(
     r"\b(\d{4})-(\d{2})-(\d{2})-(\d{2}):(\d{2}):(\d{2})\.(\d{3})(?:\.(\d{3}))?"
 )
 # dmesg --time-format iso: 2026-12-04T16:30:01,123456+00:00
-_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[,.](\d{1,6}))?")
+_ISO = re.compile(
+    r"\b(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[,.](\d{1,6}))?"
+)
 # vLLM logger: "ERROR 12-04 16:30:01 [core_client.py:564]" (no year)
-_VLLM = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})\b")
+_VLLM = re.compile(
+    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})\b"
+)
 SEARCH_UP = 60  # lines to look above an unstamped evidence line
 DIAGNOSED_FILES = ("engine.log", "dmesg-npu.txt")
 FAULT_SEVERITIES = ("critical", "error")
@@ -37,12 +41,16 @@ def line_time(line: str, year: int) -> float | None:
     m = _CANN.search(line)
     if m:
         y, mo, d, h, mi, s, ms, us = m.groups()
-        base = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s), 0, 0, 0))
+        base = calendar.timegm(
+            (int(y), int(mo), int(d), int(h), int(mi), int(s), 0, 0, 0)
+        )
         return base + int(ms) / 1e3 + int(us or 0) / 1e6
     m = _ISO.search(line)
     if m:
         y, mo, d, h, mi, s, frac = m.groups()
-        base = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s), 0, 0, 0))
+        base = calendar.timegm(
+            (int(y), int(mo), int(d), int(h), int(mi), int(s), 0, 0, 0)
+        )
         return base + (int(frac) / 10 ** len(frac) if frac else 0.0)
     m = _VLLM.search(line)
     if m:

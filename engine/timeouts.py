@@ -82,7 +82,9 @@ def timeout_env(
 ) -> dict[str, str]:
     """The values the plan sets so that every rule below holds by default."""
     exec_s = HCCL_EXEC_AIV_MAX_S if aiv else HCCL_EXEC_DEFAULT_S
-    ready = 1500  # a 397B model loads for many minutes; below the console's 1800 s default
+    ready = (
+        1500  # a 397B model loads for many minutes; below the console's 1800 s default
+    )
     if console_health_timeout_s is not None:
         ready = max(
             1,
@@ -124,7 +126,10 @@ def check_timeouts(
         if key in env and _int(env, key) is None:
             found.append(
                 TimeoutFinding(
-                    key, "error", f"{key}={env[key]!r} is not a whole number of seconds.", key
+                    key,
+                    "error",
+                    f"{key}={env[key]!r} is not a whole number of seconds.",
+                    key,
                 )
             )
     if found:

@@ -7,31 +7,91 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0005_operation_replace'),
+        ("console", "0005_operation_replace"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EvidenceBundle',
+            name="EvidenceBundle",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('incident_id', models.PositiveIntegerField(blank=True, db_index=True, null=True, verbose_name='incident')),
-                ('trigger', models.CharField(choices=[('operation_failed', 'Operation failed'), ('remedy', 'Before a remedy'), ('manual', 'On demand')], max_length=20, verbose_name='trigger')),
-                ('reason', models.CharField(blank=True, max_length=300, verbose_name='reason')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, verbose_name='collected')),
-                ('nodes', models.JSONField(blank=True, default=list)),
-                ('findings', models.JSONField(blank=True, default=list)),
-                ('archive', models.BinaryField()),
-                ('size_bytes', models.PositiveIntegerField(default=0, verbose_name='size')),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='evidence_bundles', to='console.cluster')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('operation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='evidence_bundles', to='console.operation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "incident_id",
+                    models.PositiveIntegerField(
+                        blank=True, db_index=True, null=True, verbose_name="incident"
+                    ),
+                ),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[
+                            ("operation_failed", "Operation failed"),
+                            ("remedy", "Before a remedy"),
+                            ("manual", "On demand"),
+                        ],
+                        max_length=20,
+                        verbose_name="trigger",
+                    ),
+                ),
+                (
+                    "reason",
+                    models.CharField(blank=True, max_length=300, verbose_name="reason"),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True,
+                        default=django.utils.timezone.now,
+                        verbose_name="collected",
+                    ),
+                ),
+                ("nodes", models.JSONField(blank=True, default=list)),
+                ("findings", models.JSONField(blank=True, default=list)),
+                ("archive", models.BinaryField()),
+                (
+                    "size_bytes",
+                    models.PositiveIntegerField(default=0, verbose_name="size"),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="evidence_bundles",
+                        to="console.cluster",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="evidence_bundles",
+                        to="console.operation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-pk'],
+                "ordering": ["-created_at", "-pk"],
             },
         ),
     ]

@@ -45,7 +45,9 @@ class EvidenceBundle(models.Model):
         _("trigger"), max_length=20, choices=EvidenceTrigger.choices
     )
     reason = models.CharField(_("reason"), max_length=300, blank=True)
-    created_at = models.DateTimeField(_("collected"), default=timezone.now, db_index=True)
+    created_at = models.DateTimeField(
+        _("collected"), default=timezone.now, db_index=True
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

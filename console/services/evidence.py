@@ -61,7 +61,12 @@ def _ask(node: Node) -> dict[str, Any]:
     except Exception as exc:  # the agent refused or failed: say so, keep the others
         return {"node": node.name, "ok": False, "error": repr(exc)[:500], "files": []}
     if not isinstance(answer, dict) or not isinstance(answer.get("files"), list):
-        return {"node": node.name, "ok": False, "error": "malformed answer", "files": []}
+        return {
+            "node": node.name,
+            "ok": False,
+            "error": "malformed answer",
+            "files": [],
+        }
     files = [
         f
         for f in answer["files"]
@@ -91,7 +96,9 @@ def _safe_name(name: str) -> bool:
     )
 
 
-def _pack(root: str, answers: list[dict[str, Any]], findings: list[dict[str, Any]]) -> bytes:
+def _pack(
+    root: str, answers: list[dict[str, Any]], findings: list[dict[str, Any]]
+) -> bytes:
     buf = io.BytesIO()
     now = time.time()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -110,11 +117,15 @@ def _pack(root: str, answers: list[dict[str, Any]], findings: list[dict[str, Any
             for a in answers
         ]
         add("MANIFEST.json", json.dumps(manifest, indent=2).encode())
-        add("findings.json", json.dumps(findings, indent=2, ensure_ascii=False).encode())
+        add(
+            "findings.json", json.dumps(findings, indent=2, ensure_ascii=False).encode()
+        )
     return buf.getvalue()
 
 
-def _fit(root: str, answers: list[dict[str, Any]], findings: list[dict[str, Any]]) -> bytes:
+def _fit(
+    root: str, answers: list[dict[str, Any]], findings: list[dict[str, Any]]
+) -> bytes:
     """Pack, dropping the largest droppable file until the archive fits EVIDENCE_MAX_BYTES."""
     while True:
         data = _pack(root, answers, findings)

@@ -38,7 +38,9 @@ def evidence_collect_view(request: HttpRequest, name: str) -> HttpResponse:
     if raw:
         if not raw.isdigit() or not 0 < int(raw) < 2**31:
             return HttpResponseBadRequest(
-                _("incident must be an incident number, e.g. 12; leave it out to collect for the cluster.")
+                _(
+                    "incident must be an incident number, e.g. 12; leave it out to collect for the cluster."
+                )
             )
         incident_id = int(raw)
     user_id = request.user.pk
@@ -47,9 +49,9 @@ def evidence_collect_view(request: HttpRequest, name: str) -> HttpResponse:
     )
     messages.info(
         request,
-        _("Collecting evidence from every node of {cluster}; it appears here when done.").format(
-            cluster=cluster.name
-        ),
+        _(
+            "Collecting evidence from every node of {cluster}; it appears here when done."
+        ).format(cluster=cluster.name),
     )
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(

@@ -65,7 +65,9 @@ METRICS: dict[str, Metric] = {
         Metric(
             "engine.stalled",
             "cluster",
-            _("Requests running but no token generated in the last window (1 = stalled)"),
+            _(
+                "Requests running but no token generated in the last window (1 = stalled)"
+            ),
         ),
         Metric(
             "engine.health_failing",

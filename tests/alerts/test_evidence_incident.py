@@ -44,12 +44,14 @@ def wait_bundle(timeout: float = 60, **filters: object) -> EvidenceBundle:
 
 
 def test_a_rank_crash_while_serving_leaves_a_bundle_naming_its_fault_first(
-    running: tuple[Cluster, Path],
+    running: tuple[Cluster, Path],  # noqa: F811 -- the imported fixture
 ) -> None:
     cluster, _ = running
     nodes = cluster.ranked_nodes()
     crashed = nodes[2]  # "ascend-03" of the demo
-    assert agent_call(crashed, "sim.inject", fault="crash", value="once")["killed_engine"]
+    assert agent_call(crashed, "sim.inject", fault="crash", value="once")[
+        "killed_engine"
+    ]
     alert, _ = rounds_until(
         lambda: Alert.objects.filter(
             rule__name="Engine process failed", target=crashed.name, state="firing"
@@ -65,13 +67,19 @@ def test_a_rank_crash_while_serving_leaves_a_bundle_naming_its_fault_first(
     assert all(n["ok"] for n in bundle.nodes), bundle.nodes
     first = bundle.first_finding
     assert first is not None and first["node"] == crashed.name, bundle.findings
-    assert first["id"] == "RT507015" and first["file"].startswith(("plog/", "engine.log"))
+    assert first["id"] == "RT507015" and first["file"].startswith(
+        ("plog/", "engine.log")
+    )
     later = [f for f in bundle.findings if not f["first"]]
     assert any(f["node"] == nodes[0].name and f["id"] == "ENGINE_DEAD" for f in later)
     assert bundle.findings[0]["first"]  # earliest first, and it is the first fault
 
     operator = make_user("ivy", "operator")
-    page = login(operator).get(reverse("incident-detail", args=[incident.pk])).content.decode()
+    page = (
+        login(operator)
+        .get(reverse("incident-detail", args=[incident.pk]))
+        .content.decode()
+    )
     assert "first-fault" in page and crashed.name in page and "RT507015" in page
     got = login(operator).get(f"/evidence/{bundle.pk}/download/")
     assert got.status_code == 200
@@ -81,16 +89,27 @@ def test_a_rank_crash_while_serving_leaves_a_bundle_naming_its_fault_first(
         assert any(name.endswith(f"/{node.name}/engine.log") for name in names)
         assert any(name.endswith(f"/{node.name}/npu-smi-info.txt") for name in names)
     assert any(f"/{crashed.name}/plog/plog-" in name for name in names)
-    assert login(make_user("vic", "viewer")).get(f"/evidence/{bundle.pk}/download/").status_code == 403
-    wait_incident(incident.pk, (IncidentState.RECOVERED, IncidentState.ESCALATED), timeout=240)
+    assert (
+        login(make_user("vic", "viewer"))
+        .get(f"/evidence/{bundle.pk}/download/")
+        .status_code
+        == 403
+    )
+    wait_incident(
+        incident.pk, (IncidentState.RECOVERED, IncidentState.ESCALATED), timeout=240
+    )
 
 
-def test_a_failed_start_keeps_every_nodes_evidence_before_the_rollback(tmp_path: Path) -> None:
+def test_a_failed_start_keeps_every_nodes_evidence_before_the_rollback(
+    tmp_path: Path,
+) -> None:
     cluster = make_cluster("evs", nodes=4, free_ports=True)
     nodes = cluster.ranked_nodes()
     env = {**FAST, "SIM_STATE_DIR": str(tmp_path)}
     with agents(
-        [n.name for n in nodes], extra_env=env, npu_ips={n.name: n.npu_ips for n in nodes}
+        [n.name for n in nodes],
+        extra_env=env,
+        npu_ips={n.name: n.npu_ips for n in nodes},
     ):
         agent_call(nodes[2], "sim.inject", fault="crash", value="always")
         with control_worker(CONTROL_ENV):
@@ -105,6 +124,10 @@ def test_a_failed_start_keeps_every_nodes_evidence_before_the_rollback(tmp_path:
     first = bundle.first_finding
 
     # the sim's crash on start is a real HCCL init failure (ERR02200, error code 1)
-    assert first is not None and first["node"] == nodes[2].name and first["id"] == "ERR02200"
+    assert (
+        first is not None
+        and first["node"] == nodes[2].name
+        and first["id"] == "ERR02200"
+    )
     assert Operation.objects.get(pk=op.pk).evidence_bundles.count() == 1
     assert Client().get(f"/evidence/{bundle.pk}/download/").status_code == 302

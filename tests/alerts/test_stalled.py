@@ -29,7 +29,9 @@ def test_it_does_not_flag_an_idle_or_progressing_engine(cluster: Any) -> None:
     EngineSample.objects.all().delete()
     assert _stalled(cluster, running=4.0, gen_tps=57.5) == [0.0]
     EngineSample.objects.all().delete()
-    assert _stalled(cluster, running=4.0, gen_tps=None) == []  # first window: no rate yet
+    assert (
+        _stalled(cluster, running=4.0, gen_tps=None) == []
+    )  # first window: no rate yet
 
 
 def test_the_stalled_rule_restarts_automatically_after_a_tolerance() -> None:

@@ -87,7 +87,13 @@ def test_it_refuses_unsafe_file_names_from_an_agent(
 ) -> None:
     for n in cluster.ranked_nodes():
         agents_answer[n.name] = _answer(
-            n.name, {"engine.log": "x\n", "../../etc/passwd": "root", "/abs": "y", "a/b/c": "z"}
+            n.name,
+            {
+                "engine.log": "x\n",
+                "../../etc/passwd": "root",
+                "/abs": "y",
+                "a/b/c": "z",
+            },
         )
     bundle = svc.evidence_collect(cluster=cluster, trigger="manual")
     assert all([f["name"] for f in n["files"]] == ["engine.log"] for n in bundle.nodes)
@@ -106,14 +112,19 @@ def test_it_bounds_the_archive_by_dropping_the_largest_plogs(
         )
     bundle = svc.evidence_collect(cluster=cluster, trigger="manual")
     assert bundle.size_bytes <= 100_000
-    assert all(n["skipped"] == ["plog/plog-1_20261204163001250.log"] for n in bundle.nodes)
+    assert all(
+        n["skipped"] == ["plog/plog-1_20261204163001250.log"] for n in bundle.nodes
+    )
     assert all([f["name"] for f in n["files"]] == ["engine.log"] for n in bundle.nodes)
 
 
 def test_it_deletes_bundles_past_the_retention(cluster: Any, settings: Any) -> None:
     settings.EVIDENCE_RETENTION_DAYS = 7
     old = EvidenceBundle.objects.create(
-        cluster=cluster, trigger="manual", archive=b"", created_at=timezone.now() - timedelta(days=8)
+        cluster=cluster,
+        trigger="manual",
+        archive=b"",
+        created_at=timezone.now() - timedelta(days=8),
     )
     new = EvidenceBundle.objects.create(cluster=cluster, trigger="manual", archive=b"")
     assert svc.evidence_purge() == 1
@@ -141,11 +152,30 @@ def _bundle(cluster: Any) -> EvidenceBundle:
         trigger="manual",
         archive=buf.getvalue(),
         size_bytes=len(buf.getvalue()),
-        nodes=[{"node": "ascend-03", "ok": True, "error": "", "files": [{"name": "engine.log"}]}],
+        nodes=[
+            {
+                "node": "ascend-03",
+                "ok": True,
+                "error": "",
+                "files": [{"name": "engine.log"}],
+            }
+        ],
         findings=[
-            {"node": "ascend-03", "file": "plog/p", "line": 1, "time": 1.0, "id": "RT507015",
-             "severity": "error", "specificity": 70, "cause": "AICore exception", "fix": "replace",
-             "cause_zh": "", "fix_zh": "", "evidence": "ErrCode=507015", "first": True},
+            {
+                "node": "ascend-03",
+                "file": "plog/p",
+                "line": 1,
+                "time": 1.0,
+                "id": "RT507015",
+                "severity": "error",
+                "specificity": 70,
+                "cause": "AICore exception",
+                "fix": "replace",
+                "cause_zh": "",
+                "fix_zh": "",
+                "evidence": "ErrCode=507015",
+                "first": True,
+            },
         ],  # fmt: skip
     )
 
@@ -170,13 +200,21 @@ def test_the_cluster_page_shows_findings_to_viewers_without_download(
     bundle = _bundle(cluster)
     page = login(viewer).get(f"/clusters/{cluster.name}/").content.decode()
     assert "first-fault" in page and "RT507015" in page and "ascend-03" in page
-    assert f"/evidence/{bundle.pk}/download/" not in page and "evidence-collect" not in page
+    assert (
+        f"/evidence/{bundle.pk}/download/" not in page
+        and "evidence-collect" not in page
+    )
     page = login(operator).get(f"/clusters/{cluster.name}/").content.decode()
-    assert f"/evidence/{bundle.pk}/download/" in page and 'id="evidence-collect"' in page
+    assert (
+        f"/evidence/{bundle.pk}/download/" in page and 'id="evidence-collect"' in page
+    )
 
 
 def test_collect_now_enqueues_and_refuses_a_bad_incident(
-    cluster: Any, operator: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+    cluster: Any,
+    operator: Any,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from console import tasks
 
@@ -188,7 +226,9 @@ def test_collect_now_enqueues_and_refuses_a_bad_incident(
         {"incident": "12; drop"},
         HTTP_ACCEPT_LANGUAGE="en",
     )
-    assert bad.status_code == 400 and b"incident must be an incident number" in bad.content
+    assert (
+        bad.status_code == 400 and b"incident must be an incident number" in bad.content
+    )
     with django_capture_on_commit_callbacks(execute=True):
         ok = c.post(
             f"/clusters/{cluster.name}/evidence/",

@@ -186,7 +186,10 @@ def test_it_refuses_a_profile_whose_hccl_and_vllm_timeouts_disagree() -> None:
     from console.services.inventory_admin import InventoryInvalid, profile_validate_plan
 
     profile = make_profile(
-        extra_env={"HCCL_EXEC_TIMEOUT": "3600", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "600"}
+        extra_env={
+            "HCCL_EXEC_TIMEOUT": "3600",
+            "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "600",
+        }
     )
     with pytest.raises(InventoryInvalid) as info:
         profile_validate_plan(profile=profile)

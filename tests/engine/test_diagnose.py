@@ -34,16 +34,28 @@ def _ids(path: Path) -> list[str]:
         (REAL / "torch_npu-EE9999-event-wait-timeout-507011.txt", ["RT507011"]),
         (REAL / "torch_npu-ERR02200-hccl-init-error-code-1.txt", ["ERR02200"]),
         (REAL / "vllm-ascend-3800-engine-ready-timeout.txt", ["ENGINE_READY_TIMEOUT"]),
-        (REAL / "vllm-35616-engine-ready-timeout-new-wording.txt", ["ENGINE_READY_TIMEOUT"]),
-        (REAL / "vllm-10439-no-available-memory-cache-blocks.txt", ["KV_CACHE_NO_MEMORY"]),
-        (REAL / "vllm-10517-kv-cache-smaller-than-max-model-len.txt", ["KV_CACHE_TOO_SMALL"]),
+        (
+            REAL / "vllm-35616-engine-ready-timeout-new-wording.txt",
+            ["ENGINE_READY_TIMEOUT"],
+        ),
+        (
+            REAL / "vllm-10439-no-available-memory-cache-blocks.txt",
+            ["KV_CACHE_NO_MEMORY"],
+        ),
+        (
+            REAL / "vllm-10517-kv-cache-smaller-than-max-model-len.txt",
+            ["KV_CACHE_TOO_SMALL"],
+        ),
         (REAL / "vllm-ascend-2248-diststore-wait-timeout.txt", ["DIST_STORE_TIMEOUT"]),
         (REAL / "vllm-17056-diststore-clients-joined.txt", ["DIST_STORE_TIMEOUT"]),
         (REAL / "npu-smi-dcmi-8005-in-container.txt", ["DCMI_DEVICE_BUSY"]),
         (REAL / "npu-smi-dcmi-8020-device-used.txt", ["DCMI_DEVICE_BUSY"]),
         (REAL / "vllm-ascend-10309-aclgraph-capture-mode.txt", ["ACL_GRAPH_CAPTURE"]),
         (REAL / "lmdeploy-3354-hccl-fftsplus-task-timeout.txt", ["HCCL_FFTS_TIMEOUT"]),
-        (REAL / "vllm-ascend-16652-hccl-fftsplus-task-timeout.txt", ["HCCL_FFTS_TIMEOUT"]),
+        (
+            REAL / "vllm-ascend-16652-hccl-fftsplus-task-timeout.txt",
+            ["HCCL_FFTS_TIMEOUT"],
+        ),
         (REAL / "vllm-ascend-8938-zmq-address-in-use.txt", ["ZMQ_ADDR_IN_USE"]),
         # realistic tails (tests/data/logs/README.md says where each wording comes from)
         (LOGS / "vllm-headless-no-frontend.log", ["HEADLESS_NO_FRONTEND"]),
@@ -229,19 +241,25 @@ def test_it_names_the_timeout_of_an_fftsplus_timeout_and_points_elsewhere() -> N
 
 
 def test_it_drops_the_fftsplus_timeout_behind_the_cqe_error_it_follows() -> None:
-    lines = (REAL / "lmdeploy-3354-hccl-fftsplus-task-timeout.txt").read_text().splitlines()
+    lines = (
+        (REAL / "lmdeploy-3354-hccl-fftsplus-task-timeout.txt").read_text().splitlines()
+    )
     lines += (REAL / "hccl-EI0013-error-cqe-plog.txt").read_text().splitlines()
     assert [d.id for d in diagnose(lines)] == ["EI0013"]
 
 
 def test_it_tells_zmq_port_clash_apart_from_a_hccl_port_clash() -> None:
-    [d] = diagnose((REAL / "vllm-ascend-8938-zmq-address-in-use.txt").read_text().splitlines())
+    [d] = diagnose(
+        (REAL / "vllm-ascend-8938-zmq-address-in-use.txt").read_text().splitlines()
+    )
     assert "tcp://33.215.119.7:20013" in d.cause and "ss -ltnp" in d.fix
     assert _ids(LOGS / "vllm-api-address-in-use.log") == ["EJ0003"]
 
 
 def test_it_names_the_dcmi_code_and_the_container_devices() -> None:
-    [d] = diagnose((REAL / "npu-smi-dcmi-8020-device-used.txt").read_text().splitlines())
+    [d] = diagnose(
+        (REAL / "npu-smi-dcmi-8020-device-used.txt").read_text().splitlines()
+    )
     assert "ret -8020" in d.cause and "/dev/davinci_manager" in d.fix
 
 
@@ -251,8 +269,13 @@ def test_it_maps_capture_mode_runtime_codes_to_acl_graph_capture() -> None:
 
 
 def test_it_says_to_raise_engine_ready_timeout_only_after_other_errors() -> None:
-    [d] = diagnose((REAL / "vllm-ascend-3800-engine-ready-timeout.txt").read_text().splitlines())
+    [d] = diagnose(
+        (REAL / "vllm-ascend-3800-engine-ready-timeout.txt").read_text().splitlines()
+    )
     assert "VLLM_ENGINE_READY_TIMEOUT_S" in d.fix and "ENGINE_HEALTH_TIMEOUT_S" in d.fix
     both = (REAL / "vllm-ascend-3800-engine-ready-timeout.txt").read_text().splitlines()
     both += (REAL / "npu-smi-dcmi-8005-in-container.txt").read_text().splitlines()
-    assert [x.id for x in diagnose(both)] == ["DCMI_DEVICE_BUSY", "ENGINE_READY_TIMEOUT"]
+    assert [x.id for x in diagnose(both)] == [
+        "DCMI_DEVICE_BUSY",
+        "ENGINE_READY_TIMEOUT",
+    ]

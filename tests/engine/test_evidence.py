@@ -34,7 +34,9 @@ def sim_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _no_dmesg(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.CompletedProcess(argv, 1, "", "dmesg: read kernel buffer failed: Operation not permitted")
+    return subprocess.CompletedProcess(
+        argv, 1, "", "dmesg: read kernel buffer failed: Operation not permitted"
+    )
 
 
 def _names(bundle: dict) -> list[str]:
@@ -48,18 +50,31 @@ def test_it_gathers_log_plog_npu_smi_links_and_versions_from_a_sim_node(
     plog, _ = write_device_fault(sim_node, pid=4242, device=2)
     bundle = gather(
         node="ascend-03",
-        engine_log=["(APIServer pid=1) INFO 12-04 16:30:00 [api_server.py:1896] vLLM API server version 0.23.0"],
+        engine_log=[
+            "(APIServer pid=1) INFO 12-04 16:30:00 [api_server.py:1896] vLLM API server version 0.23.0"
+        ],
         home=sim_node,
         environ=os.environ,
         versions={"vllm": "0.23.0"},
         run=_no_dmesg,
     )
     names = _names(bundle)
-    assert names[:5] == ["engine.log", "npu-smi-info.txt", "links.txt", "dmesg-npu.txt", "versions.json"]
+    assert names[:5] == [
+        "engine.log",
+        "npu-smi-info.txt",
+        "links.txt",
+        "dmesg-npu.txt",
+        "versions.json",
+    ]
     assert f"plog/{plog.name}" in names
     files = {f["name"]: f["text"] for f in bundle["files"]}
-    assert "npu-smi" in files["npu-smi-info.txt"] and "910B" in files["npu-smi-info.txt"]
-    assert "hccn_tool -i 7 -link -g" in files["links.txt"] and "link status: UP" in files["links.txt"]
+    assert (
+        "npu-smi" in files["npu-smi-info.txt"] and "910B" in files["npu-smi-info.txt"]
+    )
+    assert (
+        "hccn_tool -i 7 -link -g" in files["links.txt"]
+        and "link status: UP" in files["links.txt"]
+    )
     assert "not readable" in files["dmesg-npu.txt"]
     assert "sk-must-not-leak" not in json.dumps(bundle)
 
@@ -87,7 +102,9 @@ def test_it_looks_under_ascend_process_log_path_too(tmp_path: Path) -> None:
     custom = tmp_path / "custom"
     (custom / "debug" / "plog").mkdir(parents=True)
     (custom / "debug" / "plog" / "plog-7_20261204163000000.log").write_text("x\n")
-    got = newest_plogs(plog_dirs(tmp_path / "home", {"ASCEND_PROCESS_LOG_PATH": str(custom)}))
+    got = newest_plogs(
+        plog_dirs(tmp_path / "home", {"ASCEND_PROCESS_LOG_PATH": str(custom)})
+    )
     assert [p.name for p in got] == ["plog-7_20261204163000000.log"]
     assert plog_dirs(tmp_path, {"ASCEND_PROCESS_LOG_PATH": "relative/dir"}) == [
         tmp_path / "ascend" / "log" / "debug" / "plog"
@@ -106,7 +123,9 @@ def test_it_caps_each_file_and_the_node_total(sim_node: Path) -> None:
         versions={}, run=_no_dmesg, max_bytes=600 * 1024,
     )  # fmt: skip
     plogs = [f for f in bundle["files"] if f["name"].startswith("plog/")]
-    assert all(f["truncated"] and len(f["text"].encode()) <= MAX_FILE_BYTES for f in plogs)
+    assert all(
+        f["truncated"] and len(f["text"].encode()) <= MAX_FILE_BYTES for f in plogs
+    )
     assert plogs[0]["text"].startswith("[INFO] line ")  # no partial first line
     assert bundle["bytes"] <= 600 * 1024 and len(bundle["skipped"]) == 1
 
@@ -133,7 +152,9 @@ def test_it_checks_the_request_strictly() -> None:
             check_request(log_lines=bad)
 
 
-def test_the_sim_crash_leaves_a_cann_plog_and_ee9999_that_diagnose_finds(sim_node: Path) -> None:
+def test_the_sim_crash_leaves_a_cann_plog_and_ee9999_that_diagnose_finds(
+    sim_node: Path,
+) -> None:
     from engine.diagnose import diagnose
 
     log = sim_node / "engine.log"
@@ -150,7 +171,9 @@ def test_the_sim_crash_leaves_a_cann_plog_and_ee9999_that_diagnose_finds(sim_nod
 def test_it_reads_cann_vllm_and_iso_stamps() -> None:
     cann = line_time("[ERROR] HCCL(1,p):2026-03-18-10:33:52.113.403 [x.cc:1] y", 1999)
     iso = line_time("2026-03-18T10:33:52,113403+00:00 davinci", 1999)
-    vllm = line_time("(APIServer pid=1) ERROR 03-18 10:33:52 [core_client.py:564] z", 2026)
+    vllm = line_time(
+        "(APIServer pid=1) ERROR 03-18 10:33:52 [core_client.py:564] z", 2026
+    )
     assert cann == pytest.approx(iso) and int(cann) == vllm
     assert line_time("no stamp here", 2026) is None
 

@@ -23,9 +23,15 @@ def test_it_sets_timeouts_that_pass_its_own_rules() -> None:
             env = timeout_env(nodes=nodes, aiv=aiv)
             if aiv:
                 env["HCCL_OP_EXPANSION_MODE"] = "AIV"
-            assert check_timeouts(
-                env, nodes=nodes, world_size=8 * nodes, console_health_timeout_s=1800
-            ) == [], (nodes, aiv)
+            assert (
+                check_timeouts(
+                    env,
+                    nodes=nodes,
+                    world_size=8 * nodes,
+                    console_health_timeout_s=1800,
+                )
+                == []
+            ), (nodes, aiv)
 
 
 def test_it_refuses_an_execute_timeout_not_above_hccls() -> None:
@@ -53,7 +59,10 @@ def test_it_refuses_values_outside_hccls_ranges() -> None:
     assert ("HCCL_CONNECT_TIMEOUT", "error") in _keys(
         timeout_env(nodes=4) | {"HCCL_CONNECT_TIMEOUT": "9000"}
     )
-    aiv = timeout_env(nodes=4) | {"HCCL_OP_EXPANSION_MODE": "AIV", "HCCL_EXEC_TIMEOUT": "1836"}
+    aiv = timeout_env(nodes=4) | {
+        "HCCL_OP_EXPANSION_MODE": "AIV",
+        "HCCL_EXEC_TIMEOUT": "1836",
+    }
     assert ("HCCL_EXEC_TIMEOUT", "error") in _keys(aiv)
     assert _keys({"HCCL_EXEC_TIMEOUT": "soon"}) == [("HCCL_EXEC_TIMEOUT", "error")]
 
@@ -68,8 +77,13 @@ def test_it_refuses_a_console_wait_shorter_than_vllms() -> None:
     [finding] = check_timeouts(
         env, nodes=4, world_size=32, console_health_timeout_s=1800
     )
-    assert finding.severity == "error" and "ENGINE_HEALTH_TIMEOUT_S=1800" in finding.message
-    assert check_timeouts(env, nodes=4, world_size=32, console_health_timeout_s=7200) == []
+    assert (
+        finding.severity == "error"
+        and "ENGINE_HEALTH_TIMEOUT_S=1800" in finding.message
+    )
+    assert (
+        check_timeouts(env, nodes=4, world_size=32, console_health_timeout_s=7200) == []
+    )
 
 
 def test_it_warns_when_vllm_gives_up_before_hccl_names_missing_ranks() -> None:
@@ -91,10 +105,15 @@ def test_the_plan_sets_the_timeouts_and_lets_extra_env_override() -> None:
     assert plan.nodes[0].env["VLLM_ENGINE_READY_TIMEOUT_S"] == "900"
 
 
-def test_a_plan_whose_hccl_and_vllm_timeouts_disagree_is_refused_with_the_rule() -> None:
+def test_a_plan_whose_hccl_and_vllm_timeouts_disagree_is_refused_with_the_rule() -> (
+    None
+):
     profile = dataclasses.replace(
         demo_profile(),
-        extra_env={"HCCL_EXEC_TIMEOUT": "3600", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"},
+        extra_env={
+            "HCCL_EXEC_TIMEOUT": "3600",
+            "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800",
+        },
     )
     with pytest.raises(PlanError) as info:
         build_plan("qwen35-prod", demo_nodes(), profile)
@@ -109,9 +128,7 @@ def test_a_plan_that_outwaits_the_console_is_refused() -> None:
     )
     build_plan("qwen35-prod", demo_nodes(), profile)  # no console limit given: fine
     with pytest.raises(PlanError) as info:
-        build_plan(
-            "qwen35-prod", demo_nodes(), profile, console_health_timeout_s=1800
-        )
+        build_plan("qwen35-prod", demo_nodes(), profile, console_health_timeout_s=1800)
     assert "ENGINE_HEALTH_TIMEOUT_S" in info.value.errors["extra_env"][0]
 
 
@@ -131,4 +148,6 @@ def test_the_plan_fits_vllms_ready_wait_inside_a_short_console_wait() -> None:
     plan = build_plan(
         "qwen35-prod", demo_nodes(), demo_profile(), console_health_timeout_s=1800
     )
-    assert plan.nodes[0].env["VLLM_ENGINE_READY_TIMEOUT_S"] == "1500" and not plan.warnings
+    assert (
+        plan.nodes[0].env["VLLM_ENGINE_READY_TIMEOUT_S"] == "1500" and not plan.warnings
+    )

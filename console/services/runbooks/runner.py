@@ -15,13 +15,13 @@ from console.models.operations import (
     OperationState,
     StepState,
 )
+from console.services.evidence import evidence_for_runbook
 from console.services.operations import (
     cluster_set_state,
     operation_claim,
     operation_heartbeat,
     operation_terminate,
 )
-from console.services.evidence import evidence_for_runbook
 from console.services.runbooks.base import Cancelled, StepFailed
 from console.services.runbooks.remedies import RemedyRunbook
 
@@ -126,7 +126,8 @@ class Runbook(RemedyRunbook):
                 for s in self.steps:
                     if s.state == StepState.RUNNING:
                         self.fail(s, f"internal error: {exc!r}")
-            evidence_for_runbook(self.op, self.nodes, failed=True)  # before the rollback
+            # issue 19: every node's evidence, before the rollback stops engines
+            evidence_for_runbook(self.op, self.nodes, failed=True)
             self.rollback()
             self.replace_undo()
             self.skip_pending()
