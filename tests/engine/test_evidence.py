@@ -219,3 +219,11 @@ def test_it_takes_the_stamp_above_an_unstamped_evidence_line() -> None:
     text = (DATA / "logs" / "torch_npu-EE9999-aicore-507015.log").read_text()
     [f] = cross_node_findings([_bundle("ascend-02", "engine.log", text)], 2025)
     assert f.id == "RT507015" and f.first and f.time is not None
+
+
+def test_a_bare_crash_fault_means_once(sim_node: Path) -> None:
+    from engine.sim.state import inject_fault
+
+    assert inject_fault(sim_node, "crash", None).crash == "once"
+    with pytest.raises(ValueError, match="crash once|always"):
+        inject_fault(sim_node, "crash", "twice")
