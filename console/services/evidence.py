@@ -248,7 +248,8 @@ def evidence_for_runbook(op: Operation, nodes: list[Node], *, failed: bool) -> N
             incident_id=incident if isinstance(incident, int) else None,
             nodes=nodes,
         )
-    elif isinstance(incident, int):
+    elif isinstance(incident, int) and not op.params.get("scale_out_of"):
+        # (a scale-out starts another cluster: nothing of the failing one to keep there)
         evidence_collect_safe(
             cluster=op.cluster,
             trigger=EvidenceTrigger.REMEDY,
