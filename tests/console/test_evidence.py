@@ -252,3 +252,37 @@ def test_the_collect_task_stores_an_on_demand_bundle_for_the_incident(
     row = AuditEvent.objects.get(action="evidence.collect")
     assert row.actor == operator
     assert evidence_collect_task(999_999, None, None) is None
+
+
+def test_the_runbook_hook_collects_for_failed_starts_and_incident_remedies_only(
+    cluster: Any, agents_answer: dict[str, Any]
+) -> None:
+    from console.models import Operation
+
+    nodes = list(cluster.ranked_nodes())
+    for n in nodes:
+        agents_answer[n.name] = _answer(n.name, {"engine.log": DEAD})
+
+    def op(kind: str, **params: Any) -> Operation:
+        return Operation.objects.create(
+            cluster=cluster,
+            kind=kind,
+            params=params,
+            state="failed",
+            finished_at=timezone.now(),
+        )
+
+    svc.evidence_for_runbook(op("stop"), nodes, failed=True)
+    svc.evidence_for_runbook(op("restart"), nodes, failed=False)  # no incident
+    svc.evidence_for_runbook(
+        op("start", incident=3, scale_out_of="x"), nodes, failed=False
+    )
+    assert EvidenceBundle.objects.count() == 0
+    failed = op("start")
+    svc.evidence_for_runbook(failed, nodes, failed=True)
+    remedy = op("restart", incident=5)
+    svc.evidence_for_runbook(remedy, nodes, failed=False)
+    got = {
+        (b.trigger, b.operation_id, b.incident_id) for b in EvidenceBundle.objects.all()
+    }
+    assert got == {("operation_failed", failed.pk, None), ("remedy", remedy.pk, 5)}
