@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import calendar
 import re
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -76,6 +77,7 @@ class Finding:
     fix_zh: str
     evidence: str
     first: bool = False
+    time_text: str = ""  # the stamp as the node logged it (its wall clock), to the ms
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,9 +117,17 @@ def node_findings(bundle: dict[str, Any], year: int) -> list[Finding]:
                     cause_zh=d.cause_zh,
                     fix_zh=d.fix_zh,
                     evidence=d.evidence[:500],
+                    time_text=_as_logged(when),
                 )
             )
     return found
+
+
+def _as_logged(when: float | None) -> str:
+    if when is None:
+        return ""
+    ms = int(round((when % 1) * 1000)) % 1000
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(when))) + f".{ms:03d}"
 
 
 def _order(f: Finding) -> tuple[Any, ...]:

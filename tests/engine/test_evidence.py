@@ -227,3 +227,11 @@ def test_a_bare_crash_fault_means_once(sim_node: Path) -> None:
     assert inject_fault(sim_node, "crash", None).crash == "once"
     with pytest.raises(ValueError, match="crash once|always"):
         inject_fault(sim_node, "crash", "twice")
+
+
+def test_a_finding_shows_its_stamp_as_logged() -> None:
+    crash = "[ERROR] RUNTIME(1,p):2026-12-04-16:30:01.250.000 [a.cc:1]2 desc=[aicore exception]\n"
+    [f] = cross_node_findings(
+        [_bundle("n", "plog/plog-1_20261204163001250.log", crash)], 2026
+    )
+    assert f.time_text == "2026-12-04 16:30:01.250"
