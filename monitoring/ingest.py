@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from console.models import LinkMode, Node, NodeState
 from console.models.inventory import NODE_STATE_COLORS
+from console.services.evidence import evidence_on_engine_exit
 from engine.parsers import ParseError
 from engine.parsers.vllm_metrics import (
     CLUSTER,
@@ -283,6 +284,7 @@ def ingest_round(
     errors: list[SampleError] = []
     target_state: dict[str, list[int]] = defaultdict(list)
     live: dict[int, dict[str, Any]] = defaultdict(lambda: {"nodes": {}, "engine": None})
+    exited: set[int] = set()  # clusters where a running engine was found exited
 
     for result in nodes:
         node = by_id.get(result.node_id)
@@ -409,6 +411,8 @@ def ingest_round(
                 },
             )
         )
+        if engine_state == "exited" and node.state == NodeState.RUNNING:
+            exited.add(node.cluster_id or 0)
         new_state = NodeState.RUNNING if engine_state == "running" else NodeState.READY
         target_state[new_state].append(node.pk)
         if node.cluster_id is not None:
@@ -470,6 +474,7 @@ def ingest_round(
             for cid, payload in live.items()
         }
         transaction.on_commit(lambda: _publish(summary.events))
+        evidence_on_engine_exit(exited)  # issue 19: every node's logs, after commit
     return summary
 
 

@@ -15,6 +15,7 @@ from console.models.operations import Operation
 
 class EvidenceTrigger(models.TextChoices):
     OPERATION_FAILED = "operation_failed", _("Operation failed")
+    ENGINE_EXITED = "engine_exited", _("Engine exited")
     REMEDY = "remedy", _("Before a remedy")
     MANUAL = "manual", _("On demand")
 

@@ -39,6 +39,8 @@ from engine.findings import cross_node_findings
 log = logging.getLogger(__name__)
 # Never dropped to fit the size bound: without them the bundle says nothing.
 KEEP_FILES = ("engine.log", "npu-smi-info.txt")
+# A bundle the engine-exit hook took this recently stands for the incident's remedy.
+EXIT_BUNDLE_REUSE_S = 120
 # Operations that start engines: their failure (or their incident) gets a bundle.
 START_KINDS = (
     OperationKind.START,
@@ -233,6 +235,33 @@ def evidence_collect_safe(**kwargs: Any) -> EvidenceBundle | None:
         return None
 
 
+def evidence_on_engine_exit(cluster_ids: set[int]) -> None:
+    """Ingest hook: engines found exited on these clusters → collect after commit (control queue)."""
+    from console.tasks import evidence_collect_task
+
+    for cluster_id in sorted(cluster_ids - {0}):  # 0: a node outside any cluster
+        transaction.on_commit(
+            lambda cid=cluster_id: evidence_collect_task.delay(
+                cid, None, None, EvidenceTrigger.ENGINE_EXITED
+            )
+        )
+
+
+def _recent_exit_bundle(op: Operation) -> EvidenceBundle | None:
+    """A bundle the engine-exit hook took moments ago, not yet tied to an incident."""
+    since = timezone.now() - timedelta(seconds=EXIT_BUNDLE_REUSE_S)
+    return (
+        EvidenceBundle.objects.defer("archive")
+        .filter(
+            cluster=op.cluster,
+            trigger=EvidenceTrigger.ENGINE_EXITED,
+            incident_id=None,
+            created_at__gte=since,
+        )
+        .first()
+    )
+
+
 def evidence_for_runbook(op: Operation, nodes: list[Node], *, failed: bool) -> None:
     """Runbook hook. ``failed``: the operation just failed (before its rollback). Otherwise
     at the start of an incident's remedy: the dead engine's evidence, before any restart."""
@@ -250,6 +279,12 @@ def evidence_for_runbook(op: Operation, nodes: list[Node], *, failed: bool) -> N
         )
     elif isinstance(incident, int) and not op.params.get("scale_out_of"):
         # (a scale-out starts another cluster: nothing of the failing one to keep there)
+        recent = _recent_exit_bundle(op)
+        if recent is not None:  # the exit was just collected: tie it to the incident
+            EvidenceBundle.objects.filter(pk=recent.pk).update(
+                incident_id=incident, operation=op
+            )
+            return
         evidence_collect_safe(
             cluster=op.cluster,
             trigger=EvidenceTrigger.REMEDY,

@@ -286,3 +286,36 @@ def test_the_runbook_hook_collects_for_failed_starts_and_incident_remedies_only(
         (b.trigger, b.operation_id, b.incident_id) for b in EvidenceBundle.objects.all()
     }
     assert got == {("operation_failed", failed.pk, None), ("remedy", remedy.pk, 5)}
+
+
+def test_an_engine_exit_enqueues_a_collection_after_commit(
+    cluster: Any,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from console import tasks
+
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(tasks.evidence_collect_task, "delay", lambda *a: sent.append(a))
+    with django_capture_on_commit_callbacks(execute=True):
+        svc.evidence_on_engine_exit({cluster.pk, 0})
+        assert sent == []  # nothing before the round commits
+    assert sent == [(cluster.pk, None, None, "engine_exited")]
+
+
+def test_a_remedy_reuses_the_bundle_taken_when_the_engine_exited(
+    cluster: Any, agents_answer: dict[str, Any]
+) -> None:
+    from console.models import Operation
+
+    nodes = list(cluster.ranked_nodes())
+    for n in nodes:
+        agents_answer[n.name] = _answer(n.name, {"engine.log": DEAD})
+    exit_bundle = svc.evidence_collect(cluster=cluster, trigger="engine_exited")
+    remedy = Operation.objects.create(
+        cluster=cluster, kind="restart", params={"incident": 9}
+    )
+    svc.evidence_for_runbook(remedy, nodes, failed=False)
+    assert EvidenceBundle.objects.count() == 1
+    exit_bundle.refresh_from_db()
+    assert exit_bundle.incident_id == 9 and exit_bundle.operation_id == remedy.pk
