@@ -388,6 +388,12 @@ OPERATION_STALE_S = env_int(
 OPERATION_QUEUE_STALE_S = env_int("OPERATION_QUEUE_STALE_S", 300, minimum=2)
 OPERATION_TIME_LIMIT_S = env_int("OPERATION_TIME_LIMIT_S", 7200, minimum=60)
 
+# --- Evidence bundles (logs, plogs, npu-smi, links from every node; issue 19) ---------
+EVIDENCE_MAX_BYTES = env_int("EVIDENCE_MAX_BYTES", 8 * 1024 * 1024, minimum=65536)
+EVIDENCE_RETENTION_DAYS = env_int("EVIDENCE_RETENTION_DAYS", 30, minimum=1)
+EVIDENCE_AGENT_TIMEOUT_S = env_int("EVIDENCE_AGENT_TIMEOUT_S", 30, minimum=1)
+EVIDENCE_LOG_LINES = env_int("EVIDENCE_LOG_LINES", 2000, minimum=1)
+
 # --- REST admin API (/api/) ------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

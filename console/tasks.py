@@ -28,3 +28,37 @@ def operation_run_task(operation_id: int) -> str:
 def operation_reap_task() -> list[int]:
     """Mark operations whose control worker died as interrupted (beat, every 15 s)."""
     return operation_reap_interrupted()
+
+
+@app.task(name="evidence.collect")
+def evidence_collect_task(
+    cluster_id: int,
+    incident_id: int | None = None,
+    user_id: int | None = None,
+    trigger: str = "manual",
+) -> int | None:
+    """Collect an evidence bundle from every node of a cluster (on demand, or after an
+    engine exited); returns its id."""
+    from django.contrib.auth import get_user_model
+
+    from console.models import Cluster, EvidenceTrigger
+    from console.services.evidence import evidence_collect
+
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    if trigger not in EvidenceTrigger.values:
+        trigger = EvidenceTrigger.MANUAL
+    if trigger == EvidenceTrigger.ENGINE_EXITED:
+        reason = "an engine exited"
+    else:
+        reason = f"on demand by {user.get_username()}" if user else "on demand"
+    bundle = evidence_collect(
+        cluster=cluster,
+        trigger=trigger,
+        reason=reason,
+        incident_id=incident_id,
+        user=user,
+    )
+    return bundle.pk

@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.i18n import JavaScriptCatalog
 
-from console.views import account, dashboard, operations
+from console.views import account, dashboard, evidence, operations
 
 urlpatterns = [
     path("", dashboard.overview, name="overview"),
@@ -28,6 +28,16 @@ urlpatterns = [
     ),
     path(
         "nodes/<slug:name>/readmit/", operations.node_readmit_view, name="node-readmit"
+    ),
+    path(
+        "clusters/<slug:name>/evidence/",
+        evidence.evidence_collect_view,
+        name="evidence-collect",
+    ),
+    path(
+        "evidence/<int:pk>/download/",
+        evidence.evidence_download,
+        name="evidence-download",
     ),
     path("operations/", operations.operation_list, name="operation-list"),
     path("operations/<int:pk>/", operations.operation_detail, name="operation-detail"),

@@ -44,10 +44,11 @@ if _blocked:
 
 from engine.collect import collect  # noqa: E402
 from engine.diagnose import diagnose  # noqa: E402
+from engine.evidence import check_request, gather  # noqa: E402
 from engine.drivers import get_driver, node_driver  # noqa: E402
 from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus  # noqa: E402
 from engine.flags import check_argv  # noqa: E402
-from engine.preflight import run_preflight  # noqa: E402
+from engine.preflight import run_preflight, versions  # noqa: E402
 
 AGENT_VERSION = "0.2.0"
 # Environment names a plan may set for vllm serve. Anything else (LD_PRELOAD, PATH,
@@ -188,6 +189,7 @@ ALLOWED_TASKS = frozenset(
         "engine.stop",
         "engine.status",
         "engine.logs",
+        "node.evidence",
         "sim.inject",
         "sim.clear",
         "sim.state",
@@ -463,6 +465,23 @@ def engine_logs(node: str, lines: int = 200) -> dict[str, Any]:
     }
 
 
+@agent_task("node.evidence")
+def node_evidence(node: str, log_lines: int = 2000) -> dict[str, Any]:
+    """A bounded evidence bundle (engine.evidence): engine log, newest plogs, npu-smi,
+    link state, davinci/HCCS dmesg lines, versions. Reads allowlisted places only."""
+    _check_node(node)
+    lines = check_request(log_lines=log_lines)
+    tail = get_driver(config.driver).logs(_spec(argv=_saved_argv()), lines=lines)
+    home = _driver().home_dir(config.node_name)
+    return gather(
+        node=config.node_name,
+        engine_log=tail,
+        home=home,
+        environ=os.environ,
+        versions=versions(),
+    )
+
+
 @agent_task("node.collect")
 def node_collect(node: str, model_path: str | None = None) -> dict[str, Any]:
     """One telemetry sample: parsed npu-smi and hccn_tool, host CPU/memory/load/disk, engine RSS."""
@@ -516,6 +535,10 @@ def sim_inject(node: str, fault: str, value: str | None = None) -> dict[str, Any
         spec = _spec(argv=_saved_argv())
         status = driver.status(spec)
         if status.state == "running" and status.pid:
+            # what a rank dying of a device fault leaves: its plog and EE9999 on stderr
+            _driver().leave_crash_traces(
+                config.node_name, config.workdir / "engine.log", status.pid
+            )
             # SIGKILL the tree without the driver's stop bookkeeping: the engine "ended on
             # its own" (status exited), exactly what the console sees after a real crash.
             try:

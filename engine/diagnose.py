@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 SIGNATURES_FILE = Path(__file__).with_name("signatures.json")
+# Lines are matched up to this many characters: every signature's text is near the
+# start of its line, and a plog or dump line of megabytes must not stall the regexes.
+MAX_LINE_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def diagnose(lines: list[str]) -> list[Diagnosis]:
     ee9999: list[int] = []  # lines with EE9999 (runtime inner error)
     codes: list[tuple[int, Signature]] = []  # lines with a known runtime result code
     for i, raw_line in enumerate(lines):
-        line = raw_line.rstrip("\r\n")
+        line = raw_line.rstrip("\r\n")[:MAX_LINE_CHARS]
         for sig in table.signatures:
             for pattern in sig.patterns:
                 m = pattern.search(line)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.flags import SUPPORTED_VERSIONS, check_argv
 from engine.links import LINK_MODES, LinkMode
 from engine.memory import DTYPE_BYTES, FitReport, estimate_fit
+from engine.timeouts import check_timeouts, timeout_env
 
 MODES = ("dp", "tp_pp")
 
@@ -27,13 +28,6 @@ LINK_ENV: dict[str, dict[str, str]] = {
     LinkMode.HCCS: {"HCCL_INTRA_PCIE_ENABLE": "1", "HCCL_INTRA_ROCE_ENABLE": "0"},
     LinkMode.ROCE: {"HCCL_INTRA_PCIE_ENABLE": "0", "HCCL_INTRA_ROCE_ENABLE": "1"},
 }
-
-# vLLM's front end waits VLLM_ENGINE_READY_TIMEOUT_S for the engine cores (vllm/envs.py,
-# default 600 s) and then raises TimeoutError; a 397B checkpoint on 4 nodes loads for
-# longer. The vllm-ascend Qwen3.5-397B-A17B tutorial sets 30000
-# (vllm-project/vllm-ascend docs/source/tutorials/models/Qwen3.5-397B-A17B.md §5.4.1
-# @182b75ea; shared/reference/vllm-facts.md "DP / headless mode").
-ENGINE_READY_TIMEOUT_S = 30000
 
 # Why every rank of one engine must carry the same HCCL_INTRA_* pair.
 LINK_PAIR_REASON = (
@@ -189,6 +183,8 @@ class ClusterPlan:
     vllm_version: str
     nodes: list[NodePlan]
     fit: FitReport
+    # timeout rules the plan passes only with a risk (engine.timeouts), rule + source
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -196,6 +192,7 @@ class ClusterPlan:
             "vllm_version": self.vllm_version,
             "nodes": [node.to_dict() for node in self.nodes],
             "fit": self.fit.to_dict(),
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -205,6 +202,7 @@ class ClusterPlan:
             vllm_version=data["vllm_version"],
             nodes=[NodePlan.from_dict(node) for node in data["nodes"]],
             fit=FitReport.from_dict(data["fit"]),
+            warnings=list(data.get("warnings", [])),
         )
 
 
@@ -476,7 +474,13 @@ def _model_argv(profile: ProfileSpec) -> list[str]:
     return argv
 
 
-def _node_env(profile: ProfileSpec, node: NodeSpec, used: int) -> dict[str, str]:
+def _node_env(
+    profile: ProfileSpec,
+    node: NodeSpec,
+    used: int,
+    nodes: int,
+    console_health_timeout_s: int | None = None,
+) -> dict[str, str]:
     env = {
         # HCCL's host-side address on this node
         "HCCL_IF_IP": node.host_ip,
@@ -495,12 +499,16 @@ def _node_env(profile: ProfileSpec, node: NodeSpec, used: int) -> dict[str, str]
         "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
         # the NPUs this node's ranks use
         "ASCEND_RT_VISIBLE_DEVICES": ",".join(str(i) for i in range(used)),
-        # vLLM raises TimeoutError after 600 s of engine start by default (see the
-        # constant); a profile's extra_env may set another value
-        "VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S),
     }
     # intra-server link: HCCS or RoCE
     env.update(LINK_ENV[node.link_mode])
+    # HCCL / vLLM timeouts that agree with each other (engine.timeouts); extra_env wins
+    aiv = profile.extra_env.get("HCCL_OP_EXPANSION_MODE", "").upper() == "AIV"
+    env.update(
+        timeout_env(
+            nodes=nodes, aiv=aiv, console_health_timeout_s=console_health_timeout_s
+        )
+    )
     env.update(profile.extra_env)
     return env
 
@@ -573,7 +581,11 @@ def link_pair_errors(plans: list[NodePlan]) -> list[str]:
 
 
 def build_plan(
-    cluster: str, nodes: list[NodeSpec], profile: ProfileSpec
+    cluster: str,
+    nodes: list[NodeSpec],
+    profile: ProfileSpec,
+    *,
+    console_health_timeout_s: int | None = None,
 ) -> ClusterPlan:
     """Argv and environment for every node, in rank order, plus the memory fit.
 
@@ -605,9 +617,21 @@ def build_plan(
                 rank=node.rank,
                 role="head" if node.rank == 0 else "headless",
                 argv=base + list(profile.extra_flags),
-                env=_node_env(profile, node, used_npus),
+                env=_node_env(profile, node, used_npus, n, console_health_timeout_s),
             )
         )
+    warnings: list[str] = []
+    for finding in check_timeouts(
+        plans[0].env,
+        nodes=n,
+        world_size=profile.dp * profile.tp * profile.pp,
+        console_health_timeout_s=console_health_timeout_s,
+    ):
+        text = f"{finding.message} (rule: {finding.source})"
+        if finding.severity == "error":
+            errors["extra_env"].append(text)
+        else:
+            warnings.append(text)
     fit = estimate_fit(
         profile, min(node.hbm_gb for node in ordered), ordered[0].npu_count, n
     )
@@ -616,5 +640,9 @@ def build_plan(
     if errors:
         raise PlanError(errors)
     return ClusterPlan(
-        cluster=cluster, vllm_version=profile.vllm_version, nodes=plans, fit=fit
+        cluster=cluster,
+        vllm_version=profile.vllm_version,
+        nodes=plans,
+        fit=fit,
+        warnings=warnings,
     )

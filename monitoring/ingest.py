@@ -22,6 +22,7 @@ from django.utils import timezone
 from console.live import publish_many
 from console.models import LinkMode, Node, NodeState
 from console.models.inventory import NODE_STATE_COLORS
+from console.services.evidence import evidence_on_engine_exit
 from engine.link_loss import node_loss_reading
 from engine.parsers import ParseError
 from engine.parsers.vllm_metrics import (
@@ -278,6 +279,7 @@ class _Round:
     live: dict[int, dict[str, Any]] = field(
         default_factory=lambda: defaultdict(lambda: {"nodes": {}, "engine": None})
     )
+    exited: set[int] = field(default_factory=set)  # clusters whose running engine exited
 
 
 def ingest_round(
@@ -443,6 +445,8 @@ def _ingest_node(
             },
         )
     )
+    if engine_state == "exited" and node.state == NodeState.RUNNING:
+        rnd.exited.add(node.cluster_id or 0)
     new_state = NodeState.RUNNING if engine_state == "running" else NodeState.READY
     rnd.target_state[new_state].append(node.pk)
     if node.cluster_id is not None:
@@ -510,6 +514,7 @@ def _store_round(
             for cid, payload in rnd.live.items()
         }
         transaction.on_commit(lambda: _publish(summary.events))
+        evidence_on_engine_exit(rnd.exited)  # issue 19: every node's logs, after commit
 
 
 def _add_missing_nodes(

@@ -1,6 +1,7 @@
 """Models of the operator app, split by sub-domain (STYLE §1)."""
 
 from console.models.audit import AuditEvent
+from console.models.evidence import EvidenceBundle, EvidenceTrigger
 from console.models.gateway import ApiKey, ApiUsage
 from console.models.inventory import (
     Cluster,
@@ -22,6 +23,8 @@ from console.models.operations import (
 __all__ = [
     "ApiKey",
     "ApiUsage",
+    "EvidenceBundle",
+    "EvidenceTrigger",
     "Operation",
     "OperationKind",
     "OperationState",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils.translation import gettext as _
@@ -99,7 +100,12 @@ def profile_validate_plan(*, profile: EngineProfile) -> None:
     clusters = [c for c in clusters if c.ranked_nodes() and not c.membership_errors()]
     if not clusters:
         try:
-            build_plan(profile.name, _reference_nodes(profile), profile_spec(profile))
+            build_plan(
+                profile.name,
+                _reference_nodes(profile),
+                profile_spec(profile),
+                console_health_timeout_s=settings.ENGINE_HEALTH_TIMEOUT_S,
+            )
         except PlanError as exc:
             where = _("on {n} reference servers of {npus} x {hbm:g} GB").format(
                 n=len(_reference_nodes(profile)),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.conf import settings
+
 from console.models import Cluster, EngineProfile, Node
 from engine.memory import model_facts_from_config
 from engine.plans import ClusterPlan, NodeSpec, ProfileSpec, build_plan
@@ -84,4 +86,10 @@ def cluster_plan(
         if nodes is not None
         else [node_spec(n) for n in cluster.ranked_nodes()]
     )
-    return build_plan(cluster.name, specs, profile_spec(profile or cluster.profile))
+    return build_plan(
+        cluster.name,
+        specs,
+        profile_spec(profile or cluster.profile),
+        # the console's own /health wait must outlast vLLM's (engine.timeouts)
+        console_health_timeout_s=settings.ENGINE_HEALTH_TIMEOUT_S,
+    )

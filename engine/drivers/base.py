@@ -155,6 +155,13 @@ class Driver:
         """A node without real weights reports a stable size for ``path``; None = measure."""
         return None
 
+    def home_dir(self, node: str) -> Path:
+        """The home directory whose ``ascend/log`` holds the node's CANN logs (plogs)."""
+        return Path.home()
+
+    def leave_crash_traces(self, node: str, log: Path, pid: int) -> None:
+        """What a rank killed by a device fault leaves behind; a real crash writes its own."""
+
     def fault_inject(self, node: str, fault: str, value: str | None) -> dict[str, Any]:
         """Inject a simulated fault; refused on real hardware."""
         raise PermissionError(self._no_faults(node))

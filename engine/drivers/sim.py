@@ -21,6 +21,7 @@ from typing import Any
 from engine.drivers.base import DriverError, EngineSpec
 from engine.drivers.process import ProcessDriver
 from engine.sim import BIN_DIR, dmidecode, hccn_tool, npu_smi
+from engine.sim.plog import crash_traces
 from engine.sim.state import (
     clear_faults,
     inject_fault,
@@ -119,6 +120,13 @@ class SimDriver(ProcessDriver):
 
     def simulated_model_size(self, path: str) -> int:
         return int(hashlib.sha256(path.encode()).hexdigest()[:10], 16)
+
+    def home_dir(self, node: str) -> Path:
+        return node_dir(node)  # the sim node's stand-in for $HOME
+
+    def leave_crash_traces(self, node: str, log: Path, pid: int) -> None:
+        # its plog and the EE9999 block on stderr, as a rank dying of a device fault does
+        crash_traces(node_dir(node), log, pid=pid)
 
     def fault_inject(self, node: str, fault: str, value: str | None) -> dict[str, Any]:
         faults = inject_fault(node_dir(node), fault, value)

@@ -305,6 +305,8 @@ def inject_fault(d: Path, fault: str, value: str | None) -> Faults:
     elif fault == "hbm-pressure":
         f.hbm_pressure_pct = _float_in(fault, value, 0.0, 100.0)
     elif fault == "crash":
+        if value is None:  # a bare `sim inject NODE crash` (the demo's) crashes once
+            value = "once"
         if value not in ("once", "always"):
             raise ValueError(
                 f"fault crash: value {value!r} is not allowed; use '{FAULT_FORMS['crash']}'"

@@ -63,6 +63,13 @@ METRICS: dict[str, Metric] = {
             _("Engine process on the node exited or failed (1 = bad)"),
         ),
         Metric(
+            "engine.stalled",
+            "cluster",
+            _(
+                "Requests running but no token generated in the last window (1 = stalled)"
+            ),
+        ),
+        Metric(
             "engine.health_failing",
             "cluster",
             _("Engine /health not 200 or /metrics not answering (1 = failing)"),
@@ -168,6 +175,18 @@ DEFAULT_RULES: list[dict[str, object]] = [
         "comparison": "ge",
         "threshold": 1.0,
         "for_s": 5,
+        "severity": "critical",
+        "remediation_policy": "auto",
+        "remediation_action": "restart",
+    },
+    {
+        # issue 19: a live process whose engine makes no progress (hung collective,
+        # stuck device) answers /health but generates nothing; restart it like a crash
+        "name": "Engine stalled",
+        "metric": "engine.stalled",
+        "comparison": "ge",
+        "threshold": 1.0,
+        "for_s": 30,
         "severity": "critical",
         "remediation_policy": "auto",
         "remediation_action": "restart",

@@ -167,6 +167,12 @@ def _engine_observations(
                 "engine.e2e_p99_ms": None if s.e2e_p99 is None else s.e2e_p99 * 1000.0,
                 "engine.waiting": s.waiting,
                 "engine.kv_cache_pct": s.kv_cache_pct,
+                # requests in flight but no generated token over the window: stuck
+                "engine.stalled": (
+                    None
+                    if s.gen_tps is None
+                    else (1.0 if s.running >= 1 and s.gen_tps <= 0 else 0.0)
+                ),
                 "engine.kv_cache_pct_preempting": (
                     None
                     if s.kv_cache_pct is None

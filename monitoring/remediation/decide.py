@@ -277,7 +277,8 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     assert cluster is not None
     kind = _OPERATION_OF_ACTION[RemediationAction(incident.action)]
     target = cluster
-    params: dict[str, Any] = {}
+    # "remedy": the runbook keeps the dead engine's evidence before it restarts anything
+    params: dict[str, Any] = {"remedy": True}
     if incident.action == RemediationAction.FAILOVER and node is not None:
         params.update(
             link_modes={node.name: LinkMode.ROCE.value}, verify_node=node.name

@@ -22,6 +22,7 @@ EQUIVALENT = {
     "node.unreachable": "NodesUnreachable",
     "engine.health_failing": "EngineHealthFailing",
     "engine.gateway_errors": "GatewaySeesEngineErrors",
+    "engine.stalled": "EngineStalled",
     "engine.ttft_p99_ms": "EngineP99LatencyHigh",
     "engine.e2e_p99_ms": "EngineP99LatencyHigh",
     "engine.waiting": "EngineRequestsWaiting",

@@ -59,6 +59,9 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "cluster-failback": ("POST", (R, 403, R, R)),
     # the node is in service: refused with a message, nothing runs
     "node-readmit": ("POST", (R, 403, R, R)),
+    # evidence: findings are on the pages; the tar (logs may quote requests) and collecting need operator
+    "evidence-collect": ("POST", (R, 403, R, R)),
+    "evidence-download": ("GET", (R, 403, 200, 200)),
     "alert-rule-new": ("GET", (R, 403, 403, 200)),
     "alert-rule-edit": ("GET", (R, 403, 403, 200)),
     # --- REST API (anonymous -> 401, token auth advertises WWW-Authenticate) ---
@@ -162,8 +165,14 @@ def world(cluster: Cluster, viewer: Any, operator: Any, admin: Any) -> dict[str,
         fault_onset_at=now,
         detected_at=now,
     )
+    from console.models import EvidenceBundle
+
+    bundle = EvidenceBundle.objects.create(
+        cluster=cluster, trigger="manual", archive=b"\x1f\x8b", size_bytes=2
+    )
     return {
         "cluster": cluster,
+        "bundle": bundle,
         "op": op,
         "alert": alert,
         "rule": rule,
@@ -184,6 +193,8 @@ def _params(name: str, w: dict[str, Any]) -> dict[str, Any]:
         pk = w["alert"].pk
     elif name.startswith(("apikey", "api-apikey")):
         pk = w["key"].pk
+    elif name.startswith("evidence"):
+        pk = w["bundle"].pk
     elif name == "api-profile-detail":
         pk = cluster.profile.pk
     node_or_cluster = (

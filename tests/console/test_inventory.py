@@ -179,3 +179,19 @@ def test_it_reports_membership_gaps() -> None:
     Node.objects.filter(cluster=cluster, rank=1).delete()
     assert "must be 0..1 without gaps" in cluster.membership_errors()[0]
     assert EngineProfile.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_profile_whose_hccl_and_vllm_timeouts_disagree() -> None:
+    from console.services.inventory_admin import InventoryInvalid, profile_validate_plan
+
+    profile = make_profile(
+        extra_env={
+            "HCCL_EXEC_TIMEOUT": "3600",
+            "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "600",
+        }
+    )
+    with pytest.raises(InventoryInvalid) as info:
+        profile_validate_plan(profile=profile)
+    [message] = info.value.errors["extra_env"]
+    assert "not above HCCL_EXEC_TIMEOUT=3600" in message and "#13232" in message

@@ -33,6 +33,30 @@ def _ids(path: Path) -> list[str]:
         (REAL / "hccl-EI0013-error-cqe-screen-log.txt", ["EI0013"]),
         (REAL / "torch_npu-EE9999-event-wait-timeout-507011.txt", ["RT507011"]),
         (REAL / "torch_npu-ERR02200-hccl-init-error-code-1.txt", ["ERR02200"]),
+        (REAL / "vllm-ascend-3800-engine-ready-timeout.txt", ["ENGINE_READY_TIMEOUT"]),
+        (
+            REAL / "vllm-35616-engine-ready-timeout-new-wording.txt",
+            ["ENGINE_READY_TIMEOUT"],
+        ),
+        (
+            REAL / "vllm-10439-no-available-memory-cache-blocks.txt",
+            ["KV_CACHE_NO_MEMORY"],
+        ),
+        (
+            REAL / "vllm-10517-kv-cache-smaller-than-max-model-len.txt",
+            ["KV_CACHE_TOO_SMALL"],
+        ),
+        (REAL / "vllm-ascend-2248-diststore-wait-timeout.txt", ["DIST_STORE_TIMEOUT"]),
+        (REAL / "vllm-17056-diststore-clients-joined.txt", ["DIST_STORE_TIMEOUT"]),
+        (REAL / "npu-smi-dcmi-8005-in-container.txt", ["DCMI_DEVICE_BUSY"]),
+        (REAL / "npu-smi-dcmi-8020-device-used.txt", ["DCMI_DEVICE_BUSY"]),
+        (REAL / "vllm-ascend-10309-aclgraph-capture-mode.txt", ["ACL_GRAPH_CAPTURE"]),
+        (REAL / "lmdeploy-3354-hccl-fftsplus-task-timeout.txt", ["HCCL_FFTS_TIMEOUT"]),
+        (
+            REAL / "vllm-ascend-16652-hccl-fftsplus-task-timeout.txt",
+            ["HCCL_FFTS_TIMEOUT"],
+        ),
+        (REAL / "vllm-ascend-8938-zmq-address-in-use.txt", ["ZMQ_ADDR_IN_USE"]),
         # realistic tails (tests/data/logs/README.md says where each wording comes from)
         (LOGS / "vllm-headless-no-frontend.log", ["HEADLESS_NO_FRONTEND"]),
         (LOGS / "torch_npu-EE9999-hbm-ecc-507054.log", ["RT507054"]),
@@ -191,3 +215,67 @@ def test_it_reads_stdin_and_prints_text(
     assert main(["-", "--lang", "zh-Hans"]) == 0
     out = capsys.readouterr().out
     assert "ENGINE_DEAD" in out and "引擎核心已退出" in out
+
+
+# signatures added with their primary sources (issue 19); each has a real fixture above
+SOURCED = (
+    "DCMI_DEVICE_BUSY", "ZMQ_ADDR_IN_USE", "KV_CACHE_NO_MEMORY", "KV_CACHE_TOO_SMALL",
+    "ENGINE_READY_TIMEOUT", "DIST_STORE_TIMEOUT", "ACL_GRAPH_CAPTURE", "HCCL_FFTS_TIMEOUT",
+)  # fmt: skip
+
+
+def test_it_cites_a_primary_source_for_each_new_signature() -> None:
+    raw = json.loads((REPO / "engine" / "signatures.json").read_text())
+    by_id = {entry["id"]: entry for entry in raw["signatures"]}
+    for sig_id in SOURCED:
+        sources = by_id[sig_id].get("sources", [])
+        assert sources and all(s.startswith("https://") for s in sources), sig_id
+
+
+def test_it_names_the_timeout_of_an_fftsplus_timeout_and_points_elsewhere() -> None:
+    [d] = diagnose(
+        (REAL / "lmdeploy-3354-hccl-fftsplus-task-timeout.txt").read_text().splitlines()
+    )
+    assert "HCCL_EXEC_TIMEOUT" in d.cause and "another rank" in d.cause
+    assert "earliest error across all nodes" in d.fix
+
+
+def test_it_drops_the_fftsplus_timeout_behind_the_cqe_error_it_follows() -> None:
+    lines = (
+        (REAL / "lmdeploy-3354-hccl-fftsplus-task-timeout.txt").read_text().splitlines()
+    )
+    lines += (REAL / "hccl-EI0013-error-cqe-plog.txt").read_text().splitlines()
+    assert [d.id for d in diagnose(lines)] == ["EI0013"]
+
+
+def test_it_tells_zmq_port_clash_apart_from_a_hccl_port_clash() -> None:
+    [d] = diagnose(
+        (REAL / "vllm-ascend-8938-zmq-address-in-use.txt").read_text().splitlines()
+    )
+    assert "tcp://33.215.119.7:20013" in d.cause and "ss -ltnp" in d.fix
+    assert _ids(LOGS / "vllm-api-address-in-use.log") == ["EJ0003"]
+
+
+def test_it_names_the_dcmi_code_and_the_container_devices() -> None:
+    [d] = diagnose(
+        (REAL / "npu-smi-dcmi-8020-device-used.txt").read_text().splitlines()
+    )
+    assert "ret -8020" in d.cause and "/dev/davinci_manager" in d.fix
+
+
+def test_it_maps_capture_mode_runtime_codes_to_acl_graph_capture() -> None:
+    [d] = diagnose(["synchronized memcpy failed, kind = 2, runtime result = 107030"])
+    assert d.id == "ACL_GRAPH_CAPTURE" and "--enforce-eager" in d.fix
+
+
+def test_it_says_to_raise_engine_ready_timeout_only_after_other_errors() -> None:
+    [d] = diagnose(
+        (REAL / "vllm-ascend-3800-engine-ready-timeout.txt").read_text().splitlines()
+    )
+    assert "VLLM_ENGINE_READY_TIMEOUT_S" in d.fix and "ENGINE_HEALTH_TIMEOUT_S" in d.fix
+    both = (REAL / "vllm-ascend-3800-engine-ready-timeout.txt").read_text().splitlines()
+    both += (REAL / "npu-smi-dcmi-8005-in-container.txt").read_text().splitlines()
+    assert [x.id for x in diagnose(both)] == [
+        "DCMI_DEVICE_BUSY",
+        "ENGINE_READY_TIMEOUT",
+    ]

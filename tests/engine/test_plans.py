@@ -179,10 +179,12 @@ def test_it_sets_the_node_environment() -> None:
     assert third["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
 
 
-def test_it_sets_the_engine_ready_timeout_of_the_vllm_ascend_tutorial() -> None:
-    # vLLM's 600 s default would raise TimeoutError while a 397B model loads
+def test_it_sets_an_engine_ready_timeout_above_vllms_default() -> None:
+    # vLLM's 600 s default would raise TimeoutError while a 397B model loads; the plan
+    # raises it (the tutorial's 30000 is fitted below the console's own /health wait)
     plan = build_plan("qwen35-prod", demo_nodes(), demo_profile())
-    assert {n.env["VLLM_ENGINE_READY_TIMEOUT_S"] for n in plan.nodes} == {"30000"}
+    values = {int(n.env["VLLM_ENGINE_READY_TIMEOUT_S"]) for n in plan.nodes}
+    assert len(values) == 1 and values.pop() > 600
 
 
 def test_it_refuses_an_engine_whose_ranks_carry_different_link_pairs() -> None:

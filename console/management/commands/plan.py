@@ -72,6 +72,7 @@ class Command(BaseCommand):
                     {**n.to_dict(), "systemd_unit": units[n.name]} for n in nodes
                 ],
                 "fit": plan.fit.to_dict(),
+                "warnings": list(plan.warnings),
             }
             self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
             return
@@ -91,3 +92,5 @@ class Command(BaseCommand):
             self.stdout.write("  " + " ".join(n.argv))
             self.stdout.write("")
         self.stdout.write(f"HBM fit: {plan.fit.detail}")
+        for warning in plan.warnings:  # timeout rules passed only with a risk
+            self.stdout.write(self.style.WARNING(f"warning: {warning}"))

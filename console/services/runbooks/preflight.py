@@ -237,8 +237,8 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
         table.setdefault("cluster", []).append(
             {
                 "name": "launch plan",
-                "status": "pass",
-                "evidence": run.plan.fit.detail,
+                "status": "warn" if run.plan.warnings else "pass",
+                "evidence": " ".join([run.plan.fit.detail, *run.plan.warnings]),
                 "fix": "",
             }
         )

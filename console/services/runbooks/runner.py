@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from console.models.operations import Operation, OperationState, StepState
+from console.services.evidence import evidence_for_runbook
 from console.services.operations import (
     operation_claim,
     operation_heartbeat,
@@ -28,6 +29,8 @@ def execute(run: Run) -> None:
             run.op, OperationState.FAILED, error="the cluster has no nodes"
         )
         return
+    # issue 19: an incident's remedy first keeps the dead engine's evidence
+    evidence_for_runbook(run.op, run.nodes, failed=False)
     began: list[Step] = []
     try:
         table = RUNBOOKS.get(run.op.kind)
@@ -50,6 +53,8 @@ def execute(run: Run) -> None:
             for row in run.steps:
                 if row.state == StepState.RUNNING:
                     run.fail(row, f"internal error: {exc!r}")
+        # issue 19: every node's evidence, before the rollback stops engines
+        evidence_for_runbook(run.op, run.nodes, failed=True)
         _unwind(run, began)
         operation_terminate(
             run.op, OperationState.FAILED, error=str(exc), result=run.result
