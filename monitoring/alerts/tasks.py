@@ -36,6 +36,14 @@ def notification_send_task(self: Any, notification_id: int) -> str:
         ) from exc
 
 
+@app.task(name="monitoring.alertmanager_resend", ignore_result=True)
+def alertmanager_resend_task() -> int:
+    """Keep open alerts alive in the site's Alertmanager (see monitoring.alerts.alertmanager)."""
+    from monitoring.alerts.alertmanager import alertmanager_resend
+
+    return alertmanager_resend()
+
+
 @app.task(name="monitoring.remediation_retry", ignore_result=True)
 def remediation_retry_task(incident_id: int) -> None:
     """After the backoff: try the incident's remedy again (monitoring.remediation)."""

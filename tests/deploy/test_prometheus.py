@@ -31,10 +31,14 @@ def test_it_passes_promtool_check_config_and_loads_the_rules(tmp_path: Path) -> 
     assert TOKEN_PATH in config
     (tmp_path / "prometheus.yml").write_text(config.replace(TOKEN_PATH, str(token)))
     shutil.copy(PROM / "alert-rules.yml", tmp_path)
-    result = run([need("promtool"), "check", "config", str(tmp_path / "prometheus.yml")])
+    result = run(
+        [need("promtool"), "check", "config", str(tmp_path / "prometheus.yml")]
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     # The rules only act when the config loads them (rule_files).
-    assert f"SUCCESS: {len(shipped_rules())} rules found" in result.stdout, result.stdout
+    assert f"SUCCESS: {len(shipped_rules())} rules found" in result.stdout, (
+        result.stdout
+    )
 
 
 def test_it_passes_promtool_check_rules() -> None:

@@ -24,7 +24,9 @@ def make_root(root: Path) -> Path:
     for env in ("console.env", "agent.env"):
         (etc / env).write_text("")
     # sysinit.target, network-online.target, …: the units' dependencies resolve in the root
-    shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
+    shutil.copytree(
+        "/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True
+    )
     units = root / "etc/systemd/system"
     units.mkdir(parents=True)
     return units
@@ -51,4 +53,6 @@ def test_it_finds_what_verify_would_refuse(tmp_path: Path) -> None:
 
 def test_it_runs_the_web_unit_with_web_concurrency_workers() -> None:
     web = (DEPLOY / "systemd/ascend-console-web.service").read_text()
-    assert "--workers ${WEB_CONCURRENCY}" in web and "Environment=WEB_CONCURRENCY=" in web
+    assert (
+        "--workers ${WEB_CONCURRENCY}" in web and "Environment=WEB_CONCURRENCY=" in web
+    )
