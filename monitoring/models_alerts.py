@@ -349,7 +349,11 @@ class NotificationChannel(models.Model):
         if self.kind == ChannelKind.EMAIL:
             if not self.emails.strip():
                 raise ValidationError(
-                    {"emails": _("Enter at least one address, e.g. oncall@example.com.")}
+                    {
+                        "emails": _(
+                            "Enter at least one address, e.g. oncall@example.com."
+                        )
+                    }
                 )
         elif not self.url:
             raise ValidationError(

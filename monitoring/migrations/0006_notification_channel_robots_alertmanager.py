@@ -4,25 +4,45 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('monitoring', '0005_scrapestate_health_ok'),
+        ("monitoring", "0005_scrapestate_health_ok"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='notificationchannel',
-            name='secret',
-            field=models.CharField(blank=True, help_text="DingTalk: the SEC… secret of the robot's signed-request mode. Feishu: the signature-verification secret. Leave empty when the robot does not sign.", max_length=200, verbose_name='signing secret'),
+            model_name="notificationchannel",
+            name="secret",
+            field=models.CharField(
+                blank=True,
+                help_text="DingTalk: the SEC… secret of the robot's signed-request mode. Feishu: the signature-verification secret. Leave empty when the robot does not sign.",
+                max_length=200,
+                verbose_name="signing secret",
+            ),
         ),
         migrations.AlterField(
-            model_name='notificationchannel',
-            name='kind',
-            field=models.CharField(choices=[('webhook', 'Webhook'), ('email', 'Email'), ('wecom', 'WeCom group robot'), ('dingtalk', 'DingTalk robot'), ('feishu', 'Feishu / Lark bot'), ('alertmanager', 'Alertmanager (API v2)')], max_length=16, verbose_name='kind'),
+            model_name="notificationchannel",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("webhook", "Webhook"),
+                    ("email", "Email"),
+                    ("wecom", "WeCom group robot"),
+                    ("dingtalk", "DingTalk robot"),
+                    ("feishu", "Feishu / Lark bot"),
+                    ("alertmanager", "Alertmanager (API v2)"),
+                ],
+                max_length=16,
+                verbose_name="kind",
+            ),
         ),
         migrations.AlterField(
-            model_name='notificationchannel',
-            name='url',
-            field=models.URLField(blank=True, help_text='Webhook: the receiver. Robots: the webhook address the group robot shows. Alertmanager: its base URL, e.g. http://alertmanager:9093.', max_length=500, verbose_name='URL'),
+            model_name="notificationchannel",
+            name="url",
+            field=models.URLField(
+                blank=True,
+                help_text="Webhook: the receiver. Robots: the webhook address the group robot shows. Alertmanager: its base URL, e.g. http://alertmanager:9093.",
+                max_length=500,
+                verbose_name="URL",
+            ),
         ),
     ]

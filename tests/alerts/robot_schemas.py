@@ -131,9 +131,7 @@ def dingtalk_signature_ok(query: dict[str, str], secret: str) -> bool:
     ts = query.get("timestamp", "")
     if not ts.isdigit() or abs(time.time() * 1000 - int(ts)) > 3600 * 1000:
         return False
-    mac = hmac.new(
-        secret.encode("utf-8"), f"{ts}\n{secret}".encode(), hashlib.sha256
-    )
+    mac = hmac.new(secret.encode("utf-8"), f"{ts}\n{secret}".encode(), hashlib.sha256)
     return hmac.compare_digest(
         base64.b64encode(mac.digest()).decode(), query.get("sign", "")
     )
