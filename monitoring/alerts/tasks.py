@@ -8,8 +8,9 @@ from typing import Any
 from django.conf import settings
 
 from console.celery import app
-from monitoring.alerts.notify import TransportError, notification_deliver
+from monitoring.alerts.notify import notification_deliver
 from monitoring.alerts.services import alerts_evaluate
+from monitoring.alerts.transport import TransportError
 
 
 @app.task(name="monitoring.alerts_evaluate", ignore_result=True)
