@@ -53,6 +53,12 @@ deploy-tools:  ## the deploy/ files' own tools for tests/deploy (Debian packages
 	    (apt-get install -y -q --no-install-recommends $(DEPLOY_PKGS) >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $(DEPLOY_PKGS) >/dev/null)) ; \
 	  else echo "make test: tests/deploy need$$missing: sudo apt-get install $(DEPLOY_PKGS)"; exit 1; fi; fi
 
+# BUNDLE_PLATFORMS=host builds this machine's wheels only (what tests/deploy/test_bundle.py does).
+BUNDLE_PLATFORMS ?= all
+BUNDLE_OUT ?= dist
+bundle: setup  ## offline install bundle: dist/ascend-console-<version>.tar.gz + .sha256 (console + agent wheels for x86_64/aarch64, py3.11/3.12)
+	$(BIN)/python deploy/bundle.py --platforms $(BUNDLE_PLATFORMS) --out $(BUNDLE_OUT)
+
 lint:  ## ruff lint + format check
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 

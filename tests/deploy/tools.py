@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,10 +34,12 @@ def need(tool: str) -> str:
     return found
 
 
-def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: list[str], timeout: float = 120, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
     """Run one tool (argv list), capturing text output."""
     return subprocess.run(  # noqa: S603 - argv list, no shell
-        argv, capture_output=True, text=True, timeout=120, **kwargs
+        argv, capture_output=True, text=True, timeout=timeout, **kwargs
     )
 
 
