@@ -132,7 +132,7 @@ switch_links() {
 
 # The operations that are not finished; prints one per line (for the gate).
 running_operations() {
-  manage "$1" shell -c '
+  manage "$1" shell -v 0 -c '
 from console.models import Operation
 for op in Operation.objects.filter(finished_at=None).select_related("cluster"):
     print(f"{op.cluster.name}: {op.kind} #{op.pk} ({op.state})")'
@@ -213,7 +213,7 @@ agent_order() {
   local current; current="$(dirname "$(readlink -f "$PREFIX/app")")"
   [ -x "$current/venv/bin/python" ] || die "no console installed under $PREFIX"
   gate_operations "$current"
-  manage "$current" shell -c '
+  manage "$current" shell -v 0 -c '
 from console.models import Cluster, Node
 n = 0
 for cluster in Cluster.objects.order_by("name"):
