@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import shlex
+import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.deploy.tools import DEPLOY, self_signed
@@ -9,6 +13,8 @@ from tests.deploy.tools import DEPLOY, self_signed
 NGINX_MAIN = """\
 # The distribution's nginx.conf reduced to what deploy/nginx needs (http context).
 daemon off;
+# workers as root only here: the static files live under pytest's 0700 temp directory
+user root;
 pid {root}/nginx.pid;
 error_log {root}/error.log;
 worker_processes 1;
@@ -55,3 +61,52 @@ def render_nginx(
     main = root / "nginx.conf"
     main.write_text(NGINX_MAIN.format(root=root))
     return main
+
+
+@dataclass(frozen=True)
+class UnitCommand:
+    """What systemd would run for a [Service]: argv, working directory, environment."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """systemd EnvironmentFile: KEY=VALUE lines, # comments."""
+    lines = path.read_text().splitlines()
+    return dict(
+        line.split("=", 1)
+        for line in lines
+        if "=" in line and not line.lstrip().startswith("#")
+    )
+
+
+def render_unit(unit: str, root: Path, *, venv: Path, app: Path) -> UnitCommand:
+    """deploy/systemd/<unit> with its paths under ``root`` (the venv and app given), its
+    Environment= / EnvironmentFile= applied and ${VAR} / %H expanded as systemd does."""
+    text = (DEPLOY / "systemd" / unit).read_text()
+    for old, new in (
+        ("/opt/ascend-console/venv", str(venv)),
+        ("/opt/ascend-console/app", str(app)),
+        ("/etc/ascend-console", str(root / "etc")),
+    ):
+        text = text.replace(old, new)
+    (root / "units").mkdir(parents=True, exist_ok=True)
+    (root / "units" / unit).write_text(text)
+    env: dict[str, str] = {}
+    cwd, exec_start = app, ""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key == "Environment":
+            name, _, val = value.partition("=")
+            env[name] = val
+        elif key == "EnvironmentFile":
+            env.update(read_env_file(Path(value.lstrip("-"))))
+        elif key == "WorkingDirectory":
+            cwd = Path(value)
+        elif key == "ExecStart":
+            exec_start = value
+    expanded = re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], exec_start)
+    expanded = expanded.replace("%H", socket.gethostname())
+    return UnitCommand(argv=shlex.split(expanded), cwd=cwd, env=env)

@@ -20,6 +20,7 @@ PACKAGES = {
     "prometheus-alertmanager": "prometheus-alertmanager",
     "systemd-analyze": "systemd",
     "openssl": "openssl",
+    "rabbitmqctl": "rabbitmq-server",
 }
 
 
