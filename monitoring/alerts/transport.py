@@ -47,9 +47,13 @@ def console_url(alert: Alert) -> str:
 
 
 def redacted(url: str) -> str:
-    """scheme://host/… for error messages: robot URLs carry their key in path or query."""
+    """scheme://host[:port]/… for messages: robot URLs carry their key in the path or
+    query, an Alertmanager URL may carry user:password before the host."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}/…"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}/…"
 
 
 def post_json(url: str, body: Any) -> httpx.Response:
