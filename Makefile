@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup run test test-fast e2e-deps lint typecheck messages clean
+.PHONY: help setup run test test-fast e2e-deps deploy-tools bundle lint typecheck messages clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -29,7 +29,7 @@ run: setup  ## migrate, seed the demo, start every process under honcho (Ctrl-C 
 	$(BIN)/python manage.py bootstrap_demo
 	@exec $(BIN)/python -m console.launch
 
-test: setup e2e-deps  ## the whole test suite (embedded Redis, SQLite unless DATABASE_URL is set)
+test: setup e2e-deps deploy-tools  ## the whole test suite (embedded Redis, SQLite unless DATABASE_URL is set)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: setup  ## unit tests only (no browser, no worker processes)
@@ -40,6 +40,24 @@ e2e-deps:  ## Debian's chromium for the browser tests (installed when running as
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)) ; \
 	  else echo "make test: browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
+
+# tool → Debian 12 package: nginx → nginx, promtool → prometheus,
+# amtool + prometheus-alertmanager → prometheus-alertmanager, systemd-analyze → systemd.
+DEPLOY_TOOLS := nginx promtool amtool prometheus-alertmanager systemd-analyze openssl
+DEPLOY_PKGS := nginx prometheus prometheus-alertmanager systemd openssl
+deploy-tools:  ## the deploy/ files' own tools for tests/deploy (Debian packages, installed when running as root with apt)
+	@missing=; for t in $(DEPLOY_TOOLS); do command -v $$t >/dev/null || [ -x /usr/sbin/$$t ] || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    (apt-get install -y -q --no-install-recommends $(DEPLOY_PKGS) >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $(DEPLOY_PKGS) >/dev/null)) ; \
+	  else echo "make test: tests/deploy need$$missing: sudo apt-get install $(DEPLOY_PKGS)"; exit 1; fi; fi
+
+# BUNDLE_PLATFORMS=host builds this machine's wheels only (what tests/deploy/test_bundle.py does).
+BUNDLE_PLATFORMS ?= all
+BUNDLE_OUT ?= dist
+bundle: setup  ## offline install bundle: dist/ascend-console-<version>.tar.gz + .sha256 (console + agent wheels for x86_64/aarch64, py3.11/3.12)
+	$(BIN)/python deploy/bundle.py --platforms $(BUNDLE_PLATFORMS) --out $(BUNDLE_OUT)
 
 lint:  ## ruff lint + format check
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -207,6 +207,8 @@ ALERT_NOTIFY_BACKOFF_S = (
     env_int("ALERT_NOTIFY_BACKOFF_MS", 2000, minimum=1) / 1000
 )  # doubles per retry
 ALERT_WEBHOOK_TIMEOUT_S = env_int("ALERT_WEBHOOK_TIMEOUT_MS", 5000, minimum=100) / 1000
+# Alertmanager channels: open alerts are re-posted this often, with endsAt 4 periods ahead
+ALERTMANAGER_RESEND_S = env_int("ALERTMANAGER_RESEND_S", 60, minimum=5)
 CONSOLE_BASE_URL = os.getenv(
     "CONSOLE_BASE_URL", ""
 )  # links in notifications, e.g. https://console.example
@@ -234,6 +236,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "monitoring.collect_round",
         "schedule": float(COLLECT_INTERVAL_S),
         "options": {"expires": float(COLLECT_INTERVAL_S)},
+    },
+    "monitoring-alertmanager-resend": {
+        "task": "monitoring.alertmanager_resend",
+        "schedule": float(ALERTMANAGER_RESEND_S),
+        "options": {"expires": float(ALERTMANAGER_RESEND_S)},
     },
     "monitoring-rollup-prune": {
         "task": "monitoring.rollup_and_prune",

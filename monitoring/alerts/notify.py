@@ -1,11 +1,13 @@
-"""Notification transports (registry, one class per kind) and payloads (generic JSON, Alertmanager webhook v4).
+"""Notification transports (registry: kind → dotted path of a Transport class) and the
+webhook payloads (generic JSON, Alertmanager webhook v4).
 
-``notification_deliver`` is the one place a delivery's outcome is recorded.
+The chat robots and the Alertmanager API v2 channel live beside this module (wecom,
+dingtalk, feishu, alertmanager); ``notification_deliver`` is the one place a delivery's
+outcome is recorded.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -13,8 +15,16 @@ import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from monitoring.alerts.services import alert_to_dict
+from monitoring.alerts.transport import (
+    Transport,
+    TransportError,
+    console_url,
+    fingerprint,
+    redacted,
+)
 from monitoring.models.alerts import (
     Alert,
     AlertEvent,
@@ -24,27 +34,6 @@ from monitoring.models.alerts import (
     NotificationChannel,
     WebhookFormat,
 )
-
-
-class TransportError(Exception):
-    """A delivery that failed; ``permanent`` ones are not retried."""
-
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
-        super().__init__(message)
-        self.permanent = permanent
-
-
-def fingerprint(alert: Alert) -> str:
-    """Stable id of rule + target (Alertmanager groups and dedups on it)."""
-    return hashlib.sha256(f"{alert.rule_id}:{alert.target}".encode()).hexdigest()[:16]
-
-
-def _console_url(alert: Alert) -> str:
-    return (
-        f"{settings.CONSOLE_BASE_URL.rstrip('/')}/alerts/#alert-{alert.pk}"
-        if getattr(settings, "CONSOLE_BASE_URL", "")
-        else ""
-    )
 
 
 def alertmanager_payload(alert: Alert, status: str) -> dict[str, Any]:
@@ -70,7 +59,7 @@ def alertmanager_payload(alert: Alert, status: str) -> dict[str, Any]:
         },
         "startsAt": (alert.fired_at or alert.pending_at).isoformat(),
         "endsAt": ends,
-        "generatorURL": _console_url(alert),
+        "generatorURL": console_url(alert),
         "fingerprint": fingerprint(alert),
     }
     return {
@@ -96,15 +85,6 @@ def generic_payload(alert: Alert, status: str) -> dict[str, Any]:
     }
 
 
-class Transport:
-    def __init__(self, channel: NotificationChannel) -> None:
-        self.channel = channel
-
-    def send(self, alert: Alert, status: str) -> None:
-        """Deliver or raise TransportError."""
-        raise NotImplementedError
-
-
 class WebhookTransport(Transport):
     def send(self, alert: Alert, status: str) -> None:
         build = (
@@ -121,7 +101,9 @@ class WebhookTransport(Transport):
                 timeout=settings.ALERT_WEBHOOK_TIMEOUT_S,
             )
         except httpx.HTTPError as exc:
-            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+            raise TransportError(
+                f"{type(exc).__name__} from {redacted(self.channel.url)}"
+            ) from exc
         if response.status_code >= 300:
             # 4xx other than 429 will not get better by retrying.
             permanent = (
@@ -146,7 +128,7 @@ class EmailTransport(Transport):
                 alert.message,
                 f"state: {alert.state}",
                 f"fault onset: {alert.fault_onset_at.isoformat()}",
-                _console_url(alert),
+                console_url(alert),
             ]
         )
         try:
@@ -157,10 +139,23 @@ class EmailTransport(Transport):
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
 
 
-TRANSPORTS: dict[str, type[Transport]] = {
-    "webhook": WebhookTransport,
-    "email": EmailTransport,
+TRANSPORTS: dict[str, str] = {
+    "webhook": "monitoring.alerts.notify.WebhookTransport",
+    "email": "monitoring.alerts.notify.EmailTransport",
+    "wecom": "monitoring.alerts.wecom.WeComTransport",
+    "dingtalk": "monitoring.alerts.dingtalk.DingTalkTransport",
+    "feishu": "monitoring.alerts.feishu.FeishuTransport",
+    "alertmanager": "monitoring.alerts.alertmanager.AlertmanagerTransport",
 }
+
+
+def transport_for(channel: NotificationChannel) -> Transport:
+    """The channel's transport (TRANSPORTS); an unknown kind is a permanent failure."""
+    path = TRANSPORTS.get(channel.kind)
+    if path is None:
+        raise TransportError(f"no transport for kind {channel.kind!r}", permanent=True)
+    transport: Transport = import_string(path)(channel)
+    return transport
 
 
 def notification_deliver(*, notification_id: int, final: bool) -> str:
@@ -175,7 +170,7 @@ def notification_deliver(*, notification_id: int, final: bool) -> str:
         return str(n.state)
     n.attempts += 1
     try:
-        TRANSPORTS[n.channel.kind](n.channel).send(n.alert, n.status)
+        transport_for(n.channel).send(n.alert, n.status)
     except TransportError as exc:
         n.last_error = str(exc)[:2000]
         if final or exc.permanent:

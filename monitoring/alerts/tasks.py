@@ -8,8 +8,9 @@ from typing import Any
 from django.conf import settings
 
 from console.celery import app
-from monitoring.alerts.notify import TransportError, notification_deliver
+from monitoring.alerts.notify import notification_deliver
 from monitoring.alerts.services import alerts_evaluate
+from monitoring.alerts.transport import TransportError
 from monitoring.remediation import remediation_retry
 from monitoring.store import redis_client
 
@@ -36,6 +37,14 @@ def notification_send_task(self: Any, notification_id: int) -> str:
         raise self.retry(
             exc=exc, countdown=countdown, max_retries=settings.ALERT_NOTIFY_MAX_RETRIES
         ) from exc
+
+
+@app.task(name="monitoring.alertmanager_resend", ignore_result=True)
+def alertmanager_resend_task() -> int:
+    """Keep open alerts alive in the site's Alertmanager (see monitoring.alerts.alertmanager)."""
+    from monitoring.alerts.alertmanager import alertmanager_resend
+
+    return alertmanager_resend()
 
 
 @app.task(name="monitoring.remediation_retry", ignore_result=True)

@@ -7,6 +7,7 @@ Exported by ``monitoring.models`` (the app's models package). Evaluation lives i
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -291,6 +292,15 @@ class Silence(models.Model):
 class ChannelKind(models.TextChoices):
     WEBHOOK = "webhook", _("Webhook")
     EMAIL = "email", _("Email")
+    WECOM = "wecom", _("WeCom group robot")
+    DINGTALK = "dingtalk", _("DingTalk robot")
+    FEISHU = "feishu", _("Feishu / Lark bot")
+    ALERTMANAGER = "alertmanager", _("Alertmanager (API v2)")
+
+
+# Kinds whose URL carries the credential (WeCom ?key=, DingTalk ?access_token=, Feishu
+# /hook/<token>): the URL is treated as a secret like ``secret`` itself.
+URL_IS_SECRET = {ChannelKind.WECOM, ChannelKind.DINGTALK, ChannelKind.FEISHU}
 
 
 class WebhookFormat(models.TextChoices):
@@ -299,11 +309,33 @@ class WebhookFormat(models.TextChoices):
 
 
 class NotificationChannel(models.Model):
-    """Where firing/resolved alerts go: a webhook URL (generic or Alertmanager JSON) or email addresses."""
+    """Where firing/resolved alerts go: a webhook URL (generic or Alertmanager JSON), email
+    addresses, a WeCom / DingTalk / Feishu group robot, or the site's Alertmanager (API v2).
+
+    ``secret`` (DingTalk's SEC… signing secret, Feishu's signature secret) and, for the
+    robots, ``url`` hold credentials: write-only in the admin, never in audit rows.
+    """
 
     name = models.CharField(_("name"), max_length=100, unique=True)
-    kind = models.CharField(_("kind"), max_length=8, choices=ChannelKind.choices)
-    url = models.URLField(_("webhook URL"), max_length=500, blank=True)
+    kind = models.CharField(_("kind"), max_length=16, choices=ChannelKind.choices)
+    url = models.URLField(
+        _("URL"),
+        max_length=500,
+        blank=True,
+        help_text=_(
+            "Webhook: the receiver. Robots: the webhook address the group robot shows. "
+            "Alertmanager: its base URL, e.g. http://alertmanager:9093."
+        ),
+    )
+    secret = models.CharField(
+        _("signing secret"),
+        max_length=200,
+        blank=True,
+        help_text=_(
+            "DingTalk: the SEC… secret of the robot's signed-request mode. Feishu: the "
+            "signature-verification secret. Leave empty when the robot does not sign."
+        ),
+    )
     format = models.CharField(
         _("format"),
         max_length=12,
@@ -330,6 +362,26 @@ class NotificationChannel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """Each kind's required field, named with the fix."""
+        if self.kind == ChannelKind.EMAIL:
+            if not self.emails.strip():
+                raise ValidationError(
+                    {
+                        "emails": _(
+                            "Enter at least one address, e.g. oncall@example.com."
+                        )
+                    }
+                )
+        elif not self.url:
+            raise ValidationError(
+                {"url": _("Enter the URL this kind of channel posts to.")}
+            )
+        if self.secret and self.kind not in (ChannelKind.DINGTALK, ChannelKind.FEISHU):
+            raise ValidationError(
+                {"secret": _("Only DingTalk and Feishu robots sign; clear this field.")}
+            )
 
 
 class DeliveryState(models.TextChoices):

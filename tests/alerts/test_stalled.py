@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from monitoring.alerts.selectors import observations_collect
 from monitoring.models import EngineSample
-from monitoring.models_alerts import AlertRule
+from monitoring.models.alerts import AlertRule
 
 pytestmark = pytest.mark.django_db
 
