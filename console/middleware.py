@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable
 
@@ -16,6 +17,16 @@ PUBLIC_PREFIXES = ("/healthz", "/accounts/login/", "/static/", "/i18n/", "/jsi18
 SELF_AUTHENTICATING_PREFIXES = ("/api/", "/v1/", "/metrics")
 
 
+# what a caller's X-Request-ID may be (it is logged and stored in a 64-character column)
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}\Z")
+
+
+def request_id_from(request: HttpRequest) -> str:
+    """The caller's X-Request-ID when it is a short plain token, else a fresh one."""
+    given = request.headers.get("X-Request-ID") or ""
+    return given if REQUEST_ID_RE.match(given) else uuid.uuid4().hex
+
+
 class LoginRequiredMiddleware:
     """Redirect anonymous browsers to the login page for everything but the public paths."""
 
@@ -23,7 +34,7 @@ class LoginRequiredMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        request.request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex  # type: ignore[attr-defined]
+        request.request_id = request_id_from(request)  # type: ignore[attr-defined]
         path = request.path_info
         if (
             not request.user.is_authenticated

@@ -119,6 +119,22 @@ def operation_start(
                 force=force,
                 params=params or {},
             )
+            # the row and its audit row commit together: an audit write that fails
+            # leaves no orphan queued operation behind
+            audit_record(
+                action=f"operation.{kind}",
+                actor=user,
+                request=request,
+                source_ip=source_ip,
+                target=op,
+                after={
+                    "cluster": cluster.name,
+                    "kind": kind,
+                    "reason": reason,
+                    "force": force,
+                    "params": params or {},
+                },
+            )
     except IntegrityError:
         running = (
             Operation.objects.filter(cluster=cluster, finished_at__isnull=True)
@@ -139,20 +155,6 @@ def operation_start(
         ):  # it finished between the insert and the lookup: let the caller retry
             raise
         raise OperationConflict(running) from None
-    audit_record(
-        action=f"operation.{kind}",
-        actor=user,
-        request=request,
-        source_ip=source_ip,
-        target=op,
-        after={
-            "cluster": cluster.name,
-            "kind": kind,
-            "reason": reason,
-            "force": force,
-            "params": params or {},
-        },
-    )
     from console.tasks import operation_run_task
 
     transaction.on_commit(
@@ -190,24 +192,27 @@ def operation_cancel(
     *, operation: Operation, user: Any, request: Any = None
 ) -> Operation:
     """Ask a queued or running operation to stop; a running one rolls back after its current step."""
-    if operation.state == OperationState.QUEUED:
-        params = {
-            **operation.params,
-            "cancel_requested": getattr(user, "username", "system"),
-        }
-        Operation.objects.filter(pk=operation.pk, state=OperationState.QUEUED).update(
-            state=OperationState.CANCELLED,
-            finished_at=timezone.now(),
-            error="cancelled before it started",
-            params=params,
+    with transaction.atomic():  # the cancel and its audit row, or neither
+        if operation.state == OperationState.QUEUED:
+            params = {
+                **operation.params,
+                "cancel_requested": getattr(user, "username", "system"),
+            }
+            Operation.objects.filter(
+                pk=operation.pk, state=OperationState.QUEUED
+            ).update(
+                state=OperationState.CANCELLED,
+                finished_at=timezone.now(),
+                error="cancelled before it started",
+                params=params,
+            )
+        elif operation.state == OperationState.RUNNING:
+            params = dict(operation.params)
+            params["cancel_requested"] = getattr(user, "username", "system")
+            Operation.objects.filter(pk=operation.pk).update(params=params)
+        audit_record(
+            action="operation.cancel", actor=user, request=request, target=operation
         )
-    elif operation.state == OperationState.RUNNING:
-        params = dict(operation.params)
-        params["cancel_requested"] = getattr(user, "username", "system")
-        Operation.objects.filter(pk=operation.pk).update(params=params)
-    audit_record(
-        action="operation.cancel", actor=user, request=request, target=operation
-    )
     operation.refresh_from_db()
     operation_publish(operation)
     if (
@@ -234,21 +239,22 @@ def operation_terminate(
     }
     if result is not None:
         updates["result"] = result
-    updated = Operation.objects.filter(
-        pk=operation.pk, finished_at__isnull=True
-    ).update(**updates)
-    if updated != 1:
-        return False
-    operation.refresh_from_db()
-    audit_record(
-        action=f"operation.{operation.kind}.finish",
-        actor=operation.requested_by,
-        target=operation,
-        after={"state": state, "error": error[:500]},
-        result=AuditEvent.Result.SUCCESS
-        if state == OperationState.SUCCEEDED
-        else AuditEvent.Result.FAILURE,
-    )
+    with transaction.atomic():  # the outcome and its audit row, or neither
+        updated = Operation.objects.filter(
+            pk=operation.pk, finished_at__isnull=True
+        ).update(**updates)
+        if updated != 1:
+            return False
+        operation.refresh_from_db()
+        audit_record(
+            action=f"operation.{operation.kind}.finish",
+            actor=operation.requested_by,
+            target=operation,
+            after={"state": state, "error": error[:500]},
+            result=AuditEvent.Result.SUCCESS
+            if state == OperationState.SUCCEEDED
+            else AuditEvent.Result.FAILURE,
+        )
     operation_publish(operation)
     return True
 
