@@ -368,6 +368,9 @@ TRUST_X_FORWARDED_FOR = env_bool("TRUST_X_FORWARDED_FOR", False)
 AGENT_TIMEOUT_S = env_int("AGENT_TIMEOUT_S", 30, minimum=1)
 PREFLIGHT_REACH_TIMEOUT_S = env_int("PREFLIGHT_REACH_TIMEOUT_S", 10, minimum=1)
 PREFLIGHT_TIMEOUT_S = env_int("PREFLIGHT_TIMEOUT_S", 120, minimum=1)
+# The engines' API key (console/engine_auth.py): one key for every cluster, or empty for a
+# key per cluster derived from SECRET_KEY. ENGINE_API_KEY_FILE reads it from a file.
+ENGINE_API_KEY = env_secret("ENGINE_API_KEY", "") or ""
 ENGINE_START_CALL_TIMEOUT_S = env_int("ENGINE_START_CALL_TIMEOUT_S", 60, minimum=1)
 ENGINE_LISTEN_TIMEOUT_S = env_int("ENGINE_LISTEN_TIMEOUT_S", 120, minimum=1)
 ENGINE_HEALTH_TIMEOUT_S = env_int(

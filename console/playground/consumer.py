@@ -26,6 +26,7 @@ from django.utils.translation import gettext as _
 
 from console.constants import ROLE_OPERATOR
 from console.consumers import AuthorizedConsumer
+from console.engine_auth import engine_headers
 from console.playground.services import (
     PlaygroundRefused,
     Target,
@@ -239,7 +240,11 @@ class PlaygroundConsumer(AuthorizedConsumer):
     ) -> None:
         answer = self.answer = Answer()
         try:
-            async for chunk in chat_events(base_url=target.base_url, body=body):
+            async for chunk in chat_events(
+                base_url=target.base_url,
+                body=body,
+                headers=engine_headers(target.cluster_name),
+            ):
                 if chunk.get("usage"):
                     answer.usage = {
                         k: int(v)

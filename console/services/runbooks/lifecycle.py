@@ -11,6 +11,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
+from console.engine_auth import engine_headers, with_engine_key
 from console.models import ClusterState, Node, NodeState
 from console.models.operations import (
     OperationKind,
@@ -91,7 +92,7 @@ class LifecycleRunbook(PreflightRunbook):
             answer = self.call(
                 node,
                 "engine.start",
-                plan=plans[node.name].to_dict(),
+                plan=with_engine_key(self.cluster.name, plans[node.name].to_dict()),
                 timeout=settings.ENGINE_START_CALL_TIMEOUT_S,
             )
             if not answer.get("ok"):
@@ -213,6 +214,7 @@ class LifecycleRunbook(PreflightRunbook):
             response = httpx.post(
                 f"{self.head_url()}/v1/completions",
                 json=body,
+                headers=engine_headers(self.cluster.name),
                 timeout=settings.SMOKE_TIMEOUT_S,
             )
             response.raise_for_status()
@@ -233,6 +235,7 @@ class LifecycleRunbook(PreflightRunbook):
         done = errors = 0
         lock = threading.Lock()
         url = f"{self.head_url()}/v1/chat/completions"
+        headers = engine_headers(self.cluster.name)
         model = self.cluster.profile.served_model_name
 
         def one(i: int) -> bool:
@@ -247,7 +250,9 @@ class LifecycleRunbook(PreflightRunbook):
                 "max_tokens": 32,
             }
             try:
-                with httpx.Client(timeout=settings.SMOKE_TIMEOUT_S) as client:
+                with httpx.Client(
+                    timeout=settings.SMOKE_TIMEOUT_S, headers=headers
+                ) as client:
                     return client.post(url, json=body).status_code == 200
             except httpx.HTTPError:
                 return False

@@ -10,6 +10,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
+from console.engine_auth import engine_headers
 from console.models import Node, NodeRole, NodeState
 from console.models.operations import (
     OperationStep,
@@ -59,7 +60,9 @@ class RemedyRunbook(LifecycleRunbook):
         }
 
         def traffic() -> None:
-            with httpx.Client(timeout=30) as client:
+            with httpx.Client(
+                timeout=30, headers=engine_headers(self.cluster.name)
+            ) as client:
                 while not stop.is_set():
                     try:
                         client.post(url, json=body)
