@@ -402,6 +402,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "console.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [],
+    "DEFAULT_PARSER_CLASSES": [
+        "console.api.parsers.BoundedJSONParser",  # 5000-deep JSON: 400, not 500
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ascend vLLM Ops Console API",
