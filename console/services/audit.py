@@ -38,11 +38,27 @@ def client_ip(request: HttpRequest | None) -> str | None:
     return _valid_ip(request.META.get("REMOTE_ADDR") or "")
 
 
+# Model fields holding environment variables for vllm serve: their values may be
+# tokens (HF_TOKEN, ...), so audit rows and non-admin readers see the names only.
+ENV_FIELDS = ("extra_env",)
+MASK = "********"
+
+
+def mask_env(env: Any) -> Any:
+    """``{"HF_TOKEN": "hf_..."}`` → ``{"HF_TOKEN": "********"}`` (names kept, values hidden)."""
+    if not isinstance(env, dict):
+        return env
+    return {str(k): MASK for k in env}
+
+
 def snapshot(obj: models.Model | None) -> dict[str, Any] | None:
-    """A JSON-safe copy of a model's fields for the before/after columns."""
+    """A JSON-safe copy of a model's fields for the before/after columns (env values masked)."""
     if obj is None:
         return None
     data = model_to_dict(obj)
+    for name in ENV_FIELDS:
+        if name in data:
+            data[name] = mask_env(data[name])
     return {
         k: (
             v
