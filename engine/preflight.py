@@ -288,6 +288,27 @@ def _hccn_conf_path() -> Path:
     return Path(HCCN_CONF)
 
 
+DEFAULT_MODELS_ROOT = "/data/models"
+
+
+def models_root() -> str:
+    """The directory every model must sit under (AGENT_MODELS_ROOT), resolved."""
+    return os.path.realpath(os.environ.get("AGENT_MODELS_ROOT") or DEFAULT_MODELS_ROOT)
+
+
+def outside_models_root(path: str) -> str | None:
+    """Why ``path`` may not be walked, or None: it must resolve (symlinks, "..") to a
+    directory strictly below the models root, so a message naming ``/`` or ``/etc``
+    cannot make the agent read the whole disk."""
+    root = models_root()
+    real = os.path.realpath(path)
+    if not os.path.isabs(path):
+        return f"{path!r} is not an absolute path"
+    if real == root or os.path.commonpath([root, real]) != root or real == "/":
+        return f"{path} is not a directory under the models root {root}"
+    return None
+
+
 def check_model(path: str) -> tuple[Check, int | None]:
     """The model directory exists; its total size lets the control side compare nodes."""
     if not path:
@@ -296,6 +317,15 @@ def check_model(path: str) -> tuple[Check, int | None]:
             WARN,
             "no model path to check (the node serves no cluster yet)",
             "The path is checked again when the node joins a cluster.",
+        ), None
+    refused = outside_models_root(path)
+    if refused:
+        return Check(
+            "model path",
+            FAIL,
+            refused,
+            "Put the model under the agent's AGENT_MODELS_ROOT (same path on every node) "
+            "or point AGENT_MODELS_ROOT at the directory that holds the models.",
         ), None
     if _sim():
         # No weights on a sim node: report a stable simulated size for the path.
