@@ -167,6 +167,14 @@ app.conf.update(
     # No remote control: without it anyone on the broker could inspect().conf() the agent
     # or broadcast("shutdown") to stop it. The agent consumes node.<name> and nothing else.
     worker_enable_remote_control=False,
+    # Redis: the agent's own unacked keys (kombu's defaults are one hash shared by every
+    # consumer), so a Redis ACL can confine each agent to keys of its own node
+    # (console/services/broker_acl.py); other transports ignore these options.
+    broker_transport_options={
+        "unacked_key": f"unacked:node.{config.node_name}",
+        "unacked_index_key": f"unacked_index:node.{config.node_name}",
+        "unacked_mutex_key": f"unacked_mutex:node.{config.node_name}",
+    },
 )
 
 
