@@ -125,3 +125,25 @@ def test_a_node_update_whose_audit_row_fails_is_not_saved(
         inventory.node_update(node=node, actor=admin, hostname="changed")
     node.refresh_from_db()
     assert node.hostname != "changed"
+
+
+def test_a_refused_acknowledge_keeps_its_audit_row(
+    cluster: Cluster, operator: Any
+) -> None:
+    from django.utils import timezone
+
+    from monitoring.alerts.services import alert_acknowledge, alert_rules_seed
+    from monitoring.models_alerts import Alert, AlertRule
+
+    alert_rules_seed()
+    rule = AlertRule.objects.order_by("pk").first()
+    now = timezone.now()
+    alert = Alert.objects.create(
+        rule=rule, cluster=cluster, target=cluster.name, state="resolved",
+        severity=rule.severity, fault_onset_at=now, pending_at=now, fired_at=now,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="not firing|only a firing"):
+        alert_acknowledge(alert=alert, user=operator)
+    assert AuditEvent.objects.filter(
+        action="alert.acknowledge", result="failure"
+    ).exists()
