@@ -21,3 +21,6 @@ class ConsoleConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_create_role_groups, sender=self)
+        from console.signals import connect_signals
+
+        connect_signals()

@@ -353,9 +353,27 @@ if (
 WHITENOISE_USE_FINDERS = True  # serve static/ (and static/vendor/) without a collectstatic step in embedded mode
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+# Production is served over HTTPS (deploy/nginx): cookies only over TLS unless told otherwise.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
+# HTTPS only in production: HSTS for a year, plain-HTTP requests redirected. Behind the
+# proxy (TRUST_X_FORWARDED_FOR) its X-Forwarded-Proto says whether the browser used TLS
+# (deploy/nginx sets it, overwriting the client's). /healthz (load balancers) and /metrics
+# (Prometheus on the console host) may still be asked over plain HTTP.
+SECURE_HSTS_SECONDS = env_int(
+    "SECURE_HSTS_SECONDS", 31_536_000 if PRODUCTION else 0, minimum=0
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+# Preload is a request to browser vendors to hard-code the domain as HTTPS-only, which
+# cannot be taken back quickly: an operator's decision (SECURE_HSTS_PRELOAD=true), so the
+# "preload is off" deploy check is silenced rather than turned on for them.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 
 LOGGING = {
     "version": 1,
@@ -370,11 +388,16 @@ LOGGING = {
 
 # Behind nginx (deploy/nginx) set TRUST_X_FORWARDED_FOR=true so audit rows get the client IP.
 TRUST_X_FORWARDED_FOR = env_bool("TRUST_X_FORWARDED_FOR", False)
+if TRUST_X_FORWARDED_FOR:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Operations (runbook bounds; seconds) ------------------------------------------
 AGENT_TIMEOUT_S = env_int("AGENT_TIMEOUT_S", 30, minimum=1)
 PREFLIGHT_REACH_TIMEOUT_S = env_int("PREFLIGHT_REACH_TIMEOUT_S", 10, minimum=1)
 PREFLIGHT_TIMEOUT_S = env_int("PREFLIGHT_TIMEOUT_S", 120, minimum=1)
+# The engines' API key (console/engine_auth.py): one key for every cluster, or empty for a
+# key per cluster derived from SECRET_KEY. ENGINE_API_KEY_FILE reads it from a file.
+ENGINE_API_KEY = env_secret("ENGINE_API_KEY", "") or ""
 ENGINE_START_CALL_TIMEOUT_S = env_int("ENGINE_START_CALL_TIMEOUT_S", 60, minimum=1)
 ENGINE_LISTEN_TIMEOUT_S = env_int("ENGINE_LISTEN_TIMEOUT_S", 120, minimum=1)
 ENGINE_HEALTH_TIMEOUT_S = env_int(
@@ -412,6 +435,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "console.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [],
+    "DEFAULT_PARSER_CLASSES": [
+        "console.api.parsers.BoundedJSONParser",  # 5000-deep JSON: 400, not 500
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ascend vLLM Ops Console API",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import re
 import socket
@@ -44,10 +45,11 @@ if _blocked:
 
 from engine.collect import collect  # noqa: E402
 from engine.diagnose import diagnose  # noqa: E402
-from engine.evidence import check_request, gather  # noqa: E402
 from engine.drivers import get_driver, node_driver  # noqa: E402
 from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus  # noqa: E402
+from engine.evidence import check_request, gather  # noqa: E402
 from engine.flags import check_argv  # noqa: E402
+from engine.messages import check_message, check_plan  # noqa: E402
 from engine.preflight import run_preflight, versions  # noqa: E402
 
 AGENT_VERSION = "0.2.0"
@@ -160,6 +162,17 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     result_expires=3600,
     task_time_limit=900,
+    # No remote control: without it anyone on the broker could inspect().conf() the agent
+    # or broadcast("shutdown") to stop it. The agent consumes node.<name> and nothing else.
+    worker_enable_remote_control=False,
+    # Redis: the agent's own unacked keys (kombu's defaults are one hash shared by every
+    # consumer), so a Redis ACL can confine each agent to keys of its own node
+    # (console/services/broker_acl.py); other transports ignore these options.
+    broker_transport_options={
+        "unacked_key": f"unacked:node.{config.node_name}",
+        "unacked_index_key": f"unacked_index:node.{config.node_name}",
+        "unacked_mutex_key": f"unacked_mutex:node.{config.node_name}",
+    },
 )
 
 
@@ -202,8 +215,16 @@ def agent_task(name: str) -> Callable[[Callable[..., Any]], Any]:
     answers nothing (no result is stored), so the control side sees a dead agent."""
 
     def decorator(func: Callable[..., Any]) -> Any:
+        signature = inspect.signature(func)
+
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            # every field of the message on its task's allowlist before anything runs
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+            check_message(name, bound.arguments)
             if name not in {"sim.clear", "sim.state"} and not _driver().answers(
                 config.node_name
             ):
@@ -241,6 +262,7 @@ def _spec(
 
 def validate_plan(plan: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """Refuse anything but a ``vllm serve`` argv with known flags and allowlisted env names."""
+    check_plan(plan)  # keys, types, the role, no control characters
     argv = [str(a) for a in plan.get("argv") or []]
     env = {str(k): str(v) for k, v in dict(plan.get("env") or {}).items()}
     if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
@@ -354,6 +376,14 @@ def _status_dict(status: EngineStatus, argv: list[str]) -> dict[str, Any]:
     return data
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by the agent's user only (0600, also when it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
 def _saved_argv() -> list[str]:
     import json
 
@@ -427,8 +457,10 @@ def engine_start(node: str, plan: dict[str, Any]) -> dict[str, Any]:
             "diagnoses": [d.to_dict() for d in diagnose(tail)],
             "started_at": started_at,
         }
-    (config.workdir / "plan.json").write_text(
-        json.dumps({"argv": argv, "env": env, "rank": spec.rank, "role": spec.role})
+    # 0600: the env may hold tokens (HF_TOKEN) and the engine's API key
+    _write_private(
+        config.workdir / "plan.json",
+        json.dumps({"argv": argv, "env": env, "rank": spec.rank, "role": spec.role}),
     )
     return {**_status_dict(status, argv), "ok": True, "started_at": started_at}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import importlib.metadata
+import os
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -286,6 +287,27 @@ def _hccn_conf_path() -> Path:
     return node_driver().hccn_conf() or Path(HCCN_CONF)
 
 
+DEFAULT_MODELS_ROOT = "/data/models"
+
+
+def models_root() -> str:
+    """The directory every model must sit under (AGENT_MODELS_ROOT), resolved."""
+    return os.path.realpath(os.environ.get("AGENT_MODELS_ROOT") or DEFAULT_MODELS_ROOT)
+
+
+def outside_models_root(path: str) -> str | None:
+    """Why ``path`` may not be walked, or None: it must resolve (symlinks, "..") to a
+    directory strictly below the models root, so a message naming ``/`` or ``/etc``
+    cannot make the agent read the whole disk."""
+    root = models_root()
+    real = os.path.realpath(path)
+    if not os.path.isabs(path):
+        return f"{path!r} is not an absolute path"
+    if real == root or os.path.commonpath([root, real]) != root or real == "/":
+        return f"{path} is not a directory under the models root {root}"
+    return None
+
+
 def check_model(path: str) -> tuple[Check, int | None]:
     """The model directory exists; its total size lets the control side compare nodes."""
     if not path:
@@ -294,6 +316,15 @@ def check_model(path: str) -> tuple[Check, int | None]:
             WARN,
             "no model path to check (the node serves no cluster yet)",
             "The path is checked again when the node joins a cluster.",
+        ), None
+    refused = outside_models_root(path)
+    if refused:
+        return Check(
+            "model path",
+            FAIL,
+            refused,
+            "Put the model under the agent's AGENT_MODELS_ROOT (same path on every node) "
+            "or point AGENT_MODELS_ROOT at the directory that holds the models.",
         ), None
     size = node_driver().simulated_model_size(path)
     if size is not None:  # no weights on a sim node: a stable size for the path

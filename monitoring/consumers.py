@@ -5,41 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from console.permissions import has_role
+from console.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, AuthorizedConsumer
 
-CLOSE_FORBIDDEN = 4403
+__all__ = ["CLOSE_FORBIDDEN", "ClusterConsumer", "cluster_group"]
 
 
 def cluster_group(cluster_id: int) -> str:
     return f"cluster-{cluster_id}"
 
 
-class ClusterConsumer(AsyncJsonWebsocketConsumer):
+class ClusterConsumer(AuthorizedConsumer):
     """Live events of one cluster (``/ws/clusters/<id>/``) for any logged-in viewer."""
 
     group: str | None = None
 
-    async def connect(self) -> None:
-        user = self.scope.get("user")
-        if (
-            user is None
-            or not user.is_authenticated
-            or not await database_sync_to_async(has_role)(user, "viewer")
-        ):
-            await self.close(code=CLOSE_FORBIDDEN)
-            return
+    async def joined(self) -> None:
         cluster_id = int(self.scope["url_route"]["kwargs"]["cluster_id"])
         if not await self._cluster_exists(cluster_id):
-            await self.close(code=4404)
+            await self.close(code=CLOSE_NOT_FOUND)
             return
         self.group = cluster_group(cluster_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send_json({"type": "hello", "cluster": cluster_id})
 
-    async def disconnect(self, code: int) -> None:
+    async def left(self, code: int) -> None:
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 

@@ -16,6 +16,8 @@ from console.models import (
     OperationKind,
     OperationStep,
 )
+from console.permissions import has_role
+from console.services.audit import mask_env
 
 
 class OperationStepSerializer(serializers.ModelSerializer):
@@ -164,6 +166,14 @@ class EngineProfileSerializer(serializers.ModelSerializer):
         model = EngineProfile
         fields = "__all__"
         read_only_fields = [f.name for f in EngineProfile._meta.concrete_fields]
+
+    def to_representation(self, instance: EngineProfile) -> dict[str, Any]:
+        """Env values (tokens such as HF_TOKEN) only for admins; others see the names."""
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not has_role(request.user, "admin"):
+            data["extra_env"] = mask_env(data.get("extra_env"))
+        return data
 
 
 class NodeSerializer(serializers.ModelSerializer):

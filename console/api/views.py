@@ -329,7 +329,10 @@ class AuditEventListView(generics.ListAPIView):
             )
         since = params.get("since")
         if since:
-            parsed = parse_datetime(since)
+            try:
+                parsed = parse_datetime(since)
+            except ValueError:  # well formed but no date: month 13, day 40
+                parsed = None
             if parsed is None:
                 raise ValidationError(
                     {"since": ["Use an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z."]}

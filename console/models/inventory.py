@@ -14,8 +14,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.constants import VLLM_VERSIONS
-from engine.capabilities import SERVER_MODEL_LABELS, UNKNOWN_MODEL, capability
 from engine import links
+from engine.capabilities import SERVER_MODEL_LABELS, UNKNOWN_MODEL, capability
 
 name_validator = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",

@@ -20,18 +20,19 @@ import time
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from console.consumers import CLOSE_FORBIDDEN
-from console.permissions import has_role
+from console.constants import ROLE_OPERATOR
+from console.consumers import AuthorizedConsumer
+from console.engine_auth import engine_headers
 from console.playground.services import (
     PlaygroundRefused,
     Target,
     chat_request,
     cluster_notice,
+    cluster_pk,
     playground_target,
 )
 from console.playground.upstream import UpstreamError, chat_events
@@ -80,24 +81,21 @@ class Answer:
         return out
 
 
-class PlaygroundConsumer(AsyncJsonWebsocketConsumer):
-    """One socket per playground page; at most one answer streams at a time."""
+class PlaygroundConsumer(AuthorizedConsumer):
+    """One socket per playground page; at most one answer streams at a time.
 
+    Operators only: the role is re-checked before every message (AuthorizedConsumer),
+    and a demotion, deactivation or logout closes the socket, ending its stream.
+    """
+
+    required_role = ROLE_OPERATOR
     group: str | None = None
     task: asyncio.Task[None] | None = None
     answer: Answer | None = None
     cluster_id: int | None = None
     lang: str = ""
 
-    async def connect(self) -> None:
-        user = self.scope.get("user")
-        if (
-            user is None
-            or not user.is_authenticated
-            or not await database_sync_to_async(has_role)(user, "operator")
-        ):
-            await self.close(code=CLOSE_FORBIDDEN)
-            return
+    async def joined(self) -> None:
         # Messages in the page's language (the language switch sets this cookie).
         chosen = self.scope.get("cookies", {}).get(settings.LANGUAGE_COOKIE_NAME, "")
         valid = chosen and translation.check_for_language(chosen)
@@ -106,7 +104,7 @@ class PlaygroundConsumer(AsyncJsonWebsocketConsumer):
         )
         await self.accept()
 
-    async def disconnect(self, code: int) -> None:
+    async def left(self, code: int) -> None:
         await self._cancel()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -142,9 +140,10 @@ class PlaygroundConsumer(AsyncJsonWebsocketConsumer):
                 }
             )
 
-    async def _watch(self, cluster_id: Any) -> None:
-        state = await self._state(cluster_id)
-        if state is None:
+    async def _watch(self, raw: Any) -> None:
+        cluster_id = cluster_pk(raw)
+        state = None if cluster_id is None else await self._state(cluster_id)
+        if cluster_id is None or state is None:
             await self.send_json(
                 {
                     "type": "error",
@@ -155,19 +154,16 @@ class PlaygroundConsumer(AsyncJsonWebsocketConsumer):
             return
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
-        self.cluster_id = int(cluster_id)
+        self.cluster_id = cluster_id
         self.group = cluster_group(self.cluster_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.send_json({"type": "state", "cluster": int(cluster_id), **state})
+        await self.send_json({"type": "state", "cluster": cluster_id, **state})
 
     @database_sync_to_async
-    def _state(self, cluster_id: Any) -> dict[str, Any] | None:
+    def _state(self, cluster_id: int) -> dict[str, Any] | None:
         from console.models import Cluster
 
-        try:
-            cluster = Cluster.objects.filter(pk=int(cluster_id)).first()
-        except (TypeError, ValueError):
-            return None
+        cluster = Cluster.objects.filter(pk=cluster_id).first()
         if cluster is None:
             return None
         return {
@@ -244,7 +240,11 @@ class PlaygroundConsumer(AsyncJsonWebsocketConsumer):
     ) -> None:
         answer = self.answer = Answer()
         try:
-            async for chunk in chat_events(base_url=target.base_url, body=body):
+            async for chunk in chat_events(
+                base_url=target.base_url,
+                body=body,
+                headers=engine_headers(target.cluster_name),
+            ):
                 if chunk.get("usage"):
                     answer.usage = {
                         k: int(v)

@@ -71,11 +71,25 @@ def cluster_notice(cluster: Cluster) -> str | None:
     ) % {"what": what}
 
 
+MAX_PK = 2**63 - 1  # a bigint primary key; beyond it the database itself errors
+
+
+def cluster_pk(raw: Any) -> int | None:
+    """A cluster id from a browser message (an integer or its digits), or None.
+
+    Floats (1e400 is inf), booleans and numbers past a bigint are no id.
+    """
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) < 20:
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 < raw <= MAX_PK:
+        return None
+    return raw
+
+
 def playground_target(*, cluster_id: Any) -> Target:
     """The head node's API of a Running cluster, or PlaygroundRefused saying why not."""
-    try:
-        pk = int(cluster_id)
-    except (TypeError, ValueError):
+    pk = cluster_pk(cluster_id)
+    if pk is None:
         raise PlaygroundRefused(
             _("cluster: pick a cluster from the list."), field="cluster"
         ) from None

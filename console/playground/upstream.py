@@ -20,7 +20,7 @@ class UpstreamError(Exception):
 
 
 async def chat_events(
-    *, base_url: str, body: dict[str, Any]
+    *, base_url: str, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """Yield the JSON of each chunk of ``POST /v1/chat/completions`` until [DONE]."""
     # The gateway's engine timeouts: between two chunks, and to connect.
@@ -31,7 +31,10 @@ async def chat_events(
     async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
         try:
             async with client.stream(
-                "POST", f"{base_url}/v1/chat/completions", json=body
+                "POST",
+                f"{base_url}/v1/chat/completions",
+                json=body,
+                headers=headers,  # the engine's API key (console.engine_auth)
             ) as response:
                 if response.status_code != 200:
                     text = (await response.aread()).decode(errors="replace")[:500]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from django.conf import settings
@@ -12,22 +13,52 @@ from django.http import HttpRequest
 from console.models import AuditEvent
 
 
+def _valid_ip(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        return None
+
+
 def client_ip(request: HttpRequest | None) -> str | None:
-    """Return the caller's IP: X-Forwarded-For's first hop only behind a trusted proxy."""
+    """Return the caller's IP, always a valid address or None.
+
+    Behind a trusted proxy (TRUST_X_FORWARDED_FOR) it is X-Forwarded-For's LAST hop: the
+    address nginx itself appended ($proxy_add_x_forwarded_for); every hop before it is
+    whatever the client sent and proves nothing. Without a valid hop: REMOTE_ADDR.
+    """
     if request is None:
         return None
     if getattr(settings, "TRUST_X_FORWARDED_FOR", False):
         forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
         if forwarded:
-            return forwarded.split(",")[0].strip() or None
-    return request.META.get("REMOTE_ADDR") or None
+            hop = _valid_ip(forwarded.rsplit(",", 1)[-1])
+            if hop:
+                return hop
+    return _valid_ip(request.META.get("REMOTE_ADDR") or "")
+
+
+# Model fields holding environment variables for vllm serve: their values may be
+# tokens (HF_TOKEN, ...), so audit rows and non-admin readers see the names only.
+ENV_FIELDS = ("extra_env",)
+MASK = "********"
+
+
+def mask_env(env: Any) -> Any:
+    """``{"HF_TOKEN": "hf_..."}`` → ``{"HF_TOKEN": "********"}`` (names kept, values hidden)."""
+    if not isinstance(env, dict):
+        return env
+    return {str(k): MASK for k in env}
 
 
 def snapshot(obj: models.Model | None) -> dict[str, Any] | None:
-    """A JSON-safe copy of a model's fields for the before/after columns."""
+    """A JSON-safe copy of a model's fields for the before/after columns (env values masked)."""
     if obj is None:
         return None
     data = model_to_dict(obj)
+    for name in ENV_FIELDS:
+        if name in data:
+            data[name] = mask_env(data[name])
     return {
         k: (
             v
@@ -57,8 +88,10 @@ def audit_record(
     return AuditEvent.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
         actor_name=getattr(actor, "username", "") or "system",
-        source_ip=source_ip or client_ip(request),
-        request_id=getattr(request, "request_id", "") if request is not None else "",
+        source_ip=_valid_ip(source_ip) if source_ip else client_ip(request),
+        request_id=(getattr(request, "request_id", "") if request is not None else "")[
+            :64
+        ],
         action=action,
         target_type=target._meta.label if target is not None else "",
         target_id=str(target.pk)

@@ -227,15 +227,16 @@ def node_update(*, node: Node, actor: Any, request: Any = None, **changes: Any) 
     for field, value in changes.items():
         setattr(node, field, value)
     node.full_clean()
-    node.save()
-    audit_record(
-        action="node.update",
-        actor=actor,
-        request=request,
-        target=node,
-        before=before,
-        after=snapshot(node),
-    )
+    with transaction.atomic():  # the change and its audit row, or neither
+        node.save()
+        audit_record(
+            action="node.update",
+            actor=actor,
+            request=request,
+            target=node,
+            before=before,
+            after=snapshot(node),
+        )
     return node
 
 

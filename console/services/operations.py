@@ -120,6 +120,22 @@ def operation_start(
                 force=force,
                 params=params or {},
             )
+            # the row and its audit row commit together: an audit write that fails
+            # leaves no orphan queued operation behind
+            audit_record(
+                action=f"operation.{kind}",
+                actor=user,
+                request=request,
+                source_ip=source_ip,
+                target=op,
+                after={
+                    "cluster": cluster.name,
+                    "kind": kind,
+                    "reason": reason,
+                    "force": force,
+                    "params": params or {},
+                },
+            )
     except IntegrityError:
         running = (
             Operation.objects.filter(cluster=cluster, finished_at__isnull=True)
@@ -140,20 +156,6 @@ def operation_start(
         ):  # it finished between the insert and the lookup: let the caller retry
             raise
         raise OperationConflict(running) from None
-    audit_record(
-        action=f"operation.{kind}",
-        actor=user,
-        request=request,
-        source_ip=source_ip,
-        target=op,
-        after={
-            "cluster": cluster.name,
-            "kind": kind,
-            "reason": reason,
-            "force": force,
-            "params": params or {},
-        },
-    )
     # Late: console.tasks imports the runbooks, which import this module.
     from console.tasks import operation_run_task
 
@@ -193,20 +195,21 @@ def operation_cancel(
 ) -> Operation:
     """Ask a queued or running operation to stop; a running one rolls back after its current step."""
     who = getattr(user, "username", "system")
-    if operation.state == OperationState.QUEUED:
-        operation_terminate(
-            operation,
-            OperationState.CANCELLED,
-            error="cancelled before it started",
-            params={**operation.params, "cancel_requested": who},
-            only_if=OperationState.QUEUED,
+    with transaction.atomic():  # the cancel and its audit row, or neither
+        if operation.state == OperationState.QUEUED:
+            operation_terminate(
+                operation,
+                OperationState.CANCELLED,
+                error="cancelled before it started",
+                params={**operation.params, "cancel_requested": who},
+                only_if=OperationState.QUEUED,
+            )
+        elif operation.state == OperationState.RUNNING:
+            params = {**operation.params, "cancel_requested": who}
+            Operation.objects.filter(pk=operation.pk).update(params=params)
+        audit_record(
+            action="operation.cancel", actor=user, request=request, target=operation
         )
-    elif operation.state == OperationState.RUNNING:
-        params = {**operation.params, "cancel_requested": who}
-        Operation.objects.filter(pk=operation.pk).update(params=params)
-    audit_record(
-        action="operation.cancel", actor=user, request=request, target=operation
-    )
     operation.refresh_from_db()
     operation_publish(operation)
     return operation
@@ -236,21 +239,22 @@ def operation_terminate(
         updates["result"] = result
     if params is not None:
         updates["params"] = params
-    unfinished = Operation.objects.filter(pk=operation.pk, finished_at__isnull=True)
-    if only_if is not None:
-        unfinished = unfinished.filter(state=only_if)
-    if unfinished.update(**updates) != 1:
-        return False
-    operation.refresh_from_db()
-    audit_record(
-        action=f"operation.{operation.kind}.finish",
-        actor=operation.requested_by,
-        target=operation,
-        after={"state": state, "error": error[:500]},
-        result=AuditEvent.Result.SUCCESS
-        if state == OperationState.SUCCEEDED
-        else AuditEvent.Result.FAILURE,
-    )
+    with transaction.atomic():  # the outcome and its audit row, or neither
+        unfinished = Operation.objects.filter(pk=operation.pk, finished_at__isnull=True)
+        if only_if is not None:
+            unfinished = unfinished.filter(state=only_if)
+        if unfinished.update(**updates) != 1:
+            return False
+        operation.refresh_from_db()
+        audit_record(
+            action=f"operation.{operation.kind}.finish",
+            actor=operation.requested_by,
+            target=operation,
+            after={"state": state, "error": error[:500]},
+            result=AuditEvent.Result.SUCCESS
+            if state == OperationState.SUCCEEDED
+            else AuditEvent.Result.FAILURE,
+        )
     operation_publish(operation)
     send_on_commit(operation_finished, Operation, operation_id=operation.pk)
     return True

@@ -14,6 +14,7 @@ Settings (environment, with defaults):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -221,8 +222,8 @@ class SystemdDriver(Driver):
             raise DriverError(f"cannot render {unit}: {e}", permanent=True) from e
         try:
             self.env_dir.mkdir(parents=True, exist_ok=True)
-            # the env file may hold tokens: not world-readable
-            _atomic_write(env_path, env_text, mode=0o640)
+            # the env file holds tokens (HF_TOKEN, VLLM_API_KEY): root only; systemd reads it as root
+            _atomic_write(env_path, env_text, mode=0o600)
             _atomic_write(unit_path, unit_text, mode=0o644)
         except OSError as e:
             raise DriverError(
@@ -291,6 +292,11 @@ def _int(value: str | None) -> int:
 
 def _atomic_write(path: Path, text: str, *, mode: int) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, mode)
+    # created with its final mode: no moment where a token sits in a world-readable file
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    os.fchmod(fd, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     os.replace(tmp, path)

@@ -338,34 +338,37 @@ def alert_acknowledge(
         updated = Alert.objects.filter(pk=alert.pk, state=AlertState.FIRING).update(
             state=AlertState.ACKNOWLEDGED, acknowledged_at=now, acknowledged_by=user
         )
-        if updated != 1:
+        refused = updated != 1
+        if not refused:
+            alert.refresh_from_db()
+            AlertEvent.objects.create(
+                alert=alert,
+                kind=AlertEventKind.ACKNOWLEDGED,
+                at=now,
+                actor=user,
+                message=f"acknowledged by {user.username}",
+            )
             audit_record(
                 action="alert.acknowledge",
                 actor=user,
                 request=request,
                 target=alert,
-                result="failure",
-                message=f"alert is {alert.state}, not firing",
+                after={"state": alert.state},
             )
-            raise ValueError(
-                f"alert is {alert.state}; only a firing alert can be acknowledged"
-            )
-        alert.refresh_from_db()
-        AlertEvent.objects.create(
-            alert=alert,
-            kind=AlertEventKind.ACKNOWLEDGED,
-            at=now,
-            actor=user,
-            message=f"acknowledged by {user.username}",
-        )
+            transaction.on_commit(lambda: alerts_publish([alert]))
+    if refused:
+        # outside the block: the refusal's audit row must not roll back with the raise
         audit_record(
             action="alert.acknowledge",
             actor=user,
             request=request,
             target=alert,
-            after={"state": alert.state},
+            result="failure",
+            message=f"alert is {alert.state}, not firing",
         )
-        transaction.on_commit(lambda: alerts_publish([alert]))
+        raise ValueError(
+            f"alert is {alert.state}; only a firing alert can be acknowledged"
+        )
     return alert
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.db.models import Q
@@ -31,6 +33,10 @@ RULE_LINES: dict[str, tuple[str, float, float]] = {
     "p99_latency_s": ("engine.ttft_p99_ms", 0.001, P99_LATENCY_MAX_MS / 1000.0),
     "kv_cache_pct": ("engine.kv_cache_pct_preempting", 1.0, 90.0),
 }
+
+
+# 2100-01-01: later (or negative) "since" values are no time a chart can start at
+MAX_EPOCH_S = 4_102_444_800
 
 
 def thresholds(cluster: Cluster) -> dict[str, float | None]:
@@ -126,11 +132,14 @@ def cluster_series(request: HttpRequest, cluster_id: int) -> JsonResponse:
         node = Node.objects.filter(cluster=cluster, name=name).first()
         if node is None:
             raise Http404(f"no node {name} in {cluster.name}")
-    since = None
+    since: float | None = None
     if raw := request.GET.get("since"):
         try:
             since = float(raw)
         except ValueError:
+            since = math.nan
+        # a real epoch time: nan, inf, 1e20 and -1e15 are no date (and overflow datetime)
+        if not (math.isfinite(since) and 0 <= since <= MAX_EPOCH_S):
             return JsonResponse(
                 {"error": {"since": "seconds since the epoch, e.g. 1764700000.5"}},
                 status=400,

@@ -44,8 +44,17 @@ class Receiver(BaseHTTPRequestHandler):
 class Traffic:
     """Completions in a few threads so the sim's links carry packets (and lose some)."""
 
-    def __init__(self, url: str, streams: int = 4, model: str = "small") -> None:
+    def __init__(
+        self,
+        url: str,
+        streams: int = 4,
+        model: str = "small",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.model = model
+        self.headers = (
+            headers or {}
+        )  # the engine's API key, for console-started engines
         self.stop = threading.Event()
         self.threads = [
             threading.Thread(target=self._run, args=(url,), daemon=True)
@@ -58,6 +67,7 @@ class Traffic:
                 httpx.post(
                     url,
                     json={"model": self.model, "prompt": "hi", "max_tokens": 64},
+                    headers=self.headers,
                     timeout=30,
                 )
             except httpx.HTTPError:

@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
+from console.engine_auth import engine_headers
 from console.models import Cluster, ClusterState, Node, NodeRole, NodeState
 from console.models.operations import Operation, OperationState
 from console.services.agents import agent_call
@@ -134,7 +135,11 @@ def timeline(alert: Alert) -> list[str]:
 
 
 def inject_hccs_loss(node: Node, cluster: Cluster) -> tuple[Alert, int]:
-    with Traffic(head_url(cluster), model=cluster.profile.served_model_name):
+    with Traffic(
+        head_url(cluster),
+        model=cluster.profile.served_model_name,
+        headers=engine_headers(cluster.name),
+    ):
         collect_round_task()  # baseline counters
         agent_call(node, "sim.inject", fault="hccs-loss", value="20")
         return rounds_until(
@@ -190,7 +195,11 @@ def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(
         incident.verification["ok"] is True and incident.verification["hccs_delta"] == 0
     )
     assert incident.verification["roce_delta"] > 0
-    with Traffic(head_url(cluster), model=cluster.profile.served_model_name):
+    with Traffic(
+        head_url(cluster),
+        model=cluster.profile.served_model_name,
+        headers=engine_headers(cluster.name),
+    ):
         collect_round_task()
         rounds_until(
             lambda: Alert.objects.get(pk=alert.pk).state == "resolved", rounds=3

@@ -25,6 +25,7 @@ import _env  # noqa: F401  (environment, Redis, database)
 import httpx
 from bench_push import start_server
 
+from console.engine_auth import engine_api_key, engine_headers
 from console.gateway.services import apikey_create
 from console.models import ClusterState, Node
 from tests.factories import free_port, make_cluster, make_profile
@@ -40,6 +41,8 @@ def start_engine(scale: float) -> tuple[subprocess.Popen[bytes], str]:
         "SIM_TIME_SCALE": str(scale),
         "SIM_LOAD_S": "0.1",
         "PYTHONPATH": str(_env.ROOT),
+        # the engine requires the cluster's key, as a console-started one does
+        "VLLM_API_KEY": engine_api_key("bench") or "",
     }
     argv = [
         sys.executable,
@@ -164,7 +167,7 @@ def main() -> None:
         auth = {"Authorization": f"Bearer {secret}"}
         # Warm up both paths (connections, first queries).
         asyncio.run(batch(gateway_url, auth, 4, 8, 8))
-        asyncio.run(batch(engine_url, {}, 4, 8, 8))
+        asyncio.run(batch(engine_url, engine_headers("bench"), 4, 8, 8))
         print(f"{args.tokens} tokens per stream, SIM_TIME_SCALE={args.scale}")
         head = ["streams", "TTFT p50 ms direct/gw", "TTFT p99 ms direct/gw"]
         head += [
@@ -175,7 +178,11 @@ def main() -> None:
         print(" | ".join(head))
         for concurrency in (1, 16, 64):
             count = max(8, args.rounds * concurrency)
-            d = asyncio.run(batch(engine_url, {}, concurrency, count, args.tokens))
+            d = asyncio.run(
+                batch(
+                    engine_url, engine_headers("bench"), concurrency, count, args.tokens
+                )
+            )
             g = asyncio.run(batch(gateway_url, auth, concurrency, count, args.tokens))
             cells = [
                 f"{concurrency:>7}",

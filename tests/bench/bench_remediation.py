@@ -45,6 +45,7 @@ import _env  # noqa: F401  (environment, Redis, database)
 import httpx
 from django.test import override_settings
 
+from console.engine_auth import engine_headers
 from console.models import ClusterState, Node
 from console.models.operations import Operation
 from console.services.agents import agent_call
@@ -134,8 +135,14 @@ def dump() -> str:
 class PausableTraffic(Traffic):
     """Traffic that can be held (``paused`` set) without stopping its threads."""
 
-    def __init__(self, url: str, streams: int = 4, model: str = "small") -> None:
-        super().__init__(url, streams=streams, model=model)
+    def __init__(
+        self,
+        url: str,
+        streams: int = 4,
+        model: str = "small",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(url, streams=streams, model=model, headers=headers)
         self.paused = threading.Event()
 
     def _run(self, url: str) -> None:
@@ -147,6 +154,7 @@ class PausableTraffic(Traffic):
                 httpx.post(
                     url,
                     json={"model": self.model, "prompt": "hi", "max_tokens": 64},
+                    headers=self.headers,
                     timeout=30,
                 )
             except httpx.HTTPError:
@@ -240,7 +248,11 @@ def run(
         head = cluster.ranked_nodes()[0]
         url = f"http://{head.management_ip}:{head.api_port}/v1/completions"
         with (
-            PausableTraffic(url, model=profile.served_model_name) as traffic,
+            PausableTraffic(
+                url,
+                model=profile.served_model_name,
+                headers=engine_headers(cluster.name),
+            ) as traffic,
             Beat(interval),
         ):
             time.sleep(2 * interval)  # baseline counters

@@ -100,6 +100,23 @@ def test_it_answers_503_when_redis_is_down() -> None:
 
 
 @pytest.mark.django_db
+def test_it_tells_anonymous_callers_only_ok_or_not(caplog: Any) -> None:
+    from console.embedded_redis import free_port
+
+    port = free_port()
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{port}/0"):
+        response = Client().get("/healthz")
+    assert response.json() == {
+        "status": "unavailable",
+        "checks": {"database": {"ok": True}, "redis": {"ok": False}},
+    }
+    assert str(port) not in response.content.decode()
+    assert any(
+        str(port) in r.getMessage() for r in caplog.records
+    )  # the on-call's detail
+
+
+@pytest.mark.django_db
 def test_it_keeps_the_admin_for_admins(
     cluster: Any, viewer: Any, operator: Any, admin: Any
 ) -> None:

@@ -418,6 +418,8 @@ def test_it_writes_the_unit_reloads_and_starts(tmp_path: Path) -> None:
         "/opt/vllm/bin/vllm", "serve", "/models/Qwen3.5", "--port", "18001",
     ]  # fmt: skip
     assert "HCCL_IF_IP" in (tmp_path / "env" / "vllm-ascend-01.env").read_text()
+    # the env file may hold HF_TOKEN and the engine's API key: root only
+    assert (tmp_path / "env" / "vllm-ascend-01.env").stat().st_mode & 0o777 == 0o600
 
 
 def test_it_raises_with_the_journal_when_the_unit_dies_at_start(tmp_path: Path) -> None:

@@ -201,3 +201,78 @@ def test_it_refuses_env_it_cannot_write(plan: NodePlan) -> None:
         render_env_file(plan)
     with pytest.raises(ValueError, match="newline"):
         render_shell(plan)
+
+
+ROOT_DROP = "head\n[Service]\nExecStartPre=+/bin/sh -c 'id > /tmp/pwned'"
+
+
+@pytest.mark.parametrize("field", ["role", "name"])
+def test_it_refuses_a_control_character_in_any_field_of_the_unit(
+    plan: NodePlan, field: str
+) -> None:
+    setattr(plan, field, ROOT_DROP)
+    with pytest.raises(ValueError, match="control character"):
+        render_systemd_unit(plan, env_file="/etc/vllm/a.env")
+    with pytest.raises(ValueError, match="control character"):
+        render_env_file(plan)
+    with pytest.raises(ValueError, match="control character"):
+        render_shell(plan)
+
+
+@pytest.mark.parametrize("bad", ["\r", "\x1b[2J", "\x7f", "\x00", "\t", "\x0b"])
+def test_it_refuses_every_control_character_in_the_header_fields(
+    plan: NodePlan, bad: str
+) -> None:
+    plan.role = "head" + bad
+    with pytest.raises(ValueError, match="control character"):
+        render_systemd_unit(plan, env_file="/etc/vllm/a.env")
+
+
+def test_it_refuses_a_tab_in_an_env_value_of_the_env_file(plan: NodePlan) -> None:
+    plan.env["APP_NOTE"] = "a\tb"
+    with pytest.raises(ValueError, match="control character"):
+        render_env_file(plan)
+
+
+@given(
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+)
+def test_no_rendered_line_ever_carries_a_control_character(
+    role: str, value: str
+) -> None:
+    node = build_plan("qwen35-prod", demo_nodes(), demo_profile()).nodes[1]
+    node.role = role
+    node.env["APP_NOTE"] = value
+    node.argv.append(value)
+    for render in (
+        lambda p: render_systemd_unit(p, env_file="/etc/vllm/a.env"),
+        render_env_file,
+        render_shell,
+    ):
+        try:
+            text = render(node)
+        except ValueError:
+            continue
+        assert not any(
+            ord(ch) < 0x20 or ord(ch) == 0x7F
+            for line in text.split("\n")
+            for ch in line
+        )
+        assert text.count("[Service]") <= 1
+
+
+def test_it_writes_control_characters_of_the_argv_as_bash_escapes(
+    plan: NodePlan, tmp_path: Path
+) -> None:
+    probe = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    words = ["tab\there", "bell\a", "it's \\ $x", "nl\nx"]
+    runnable = NodePlan(
+        plan.name, plan.rank, plan.role, [sys.executable, "-c", probe, *words], {}
+    )
+    path = tmp_path / "start.sh"
+    path.write_text(render_shell(runnable), encoding="utf-8")
+    out = subprocess.run(
+        ["bash", str(path)], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(out.stdout) == words

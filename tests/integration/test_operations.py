@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
+from console.engine_auth import engine_headers
 from console.models import (
     AuditEvent,
     Cluster,
@@ -102,6 +104,15 @@ def test_it_starts_in_rank_order_and_stops_in_reverse(
         assert cluster.state == ClusterState.RUNNING
         assert agent_call(nodes[0], "engine.status")["health"] == 200
         assert len(sim_engines(state_dir)) >= 4
+        # the engine requires the cluster's key (the smoke test and warm-up sent it)
+        head = f"http://{nodes[0].management_ip}:{nodes[0].api_port}"
+        assert httpx.get(f"{head}/v1/models", timeout=5).status_code == 401
+        assert (
+            httpx.get(
+                f"{head}/v1/models", headers=engine_headers(cluster.name), timeout=5
+            ).status_code
+            == 200
+        )
 
         stop = wait_op(operation_start(cluster=cluster, kind="stop", user=operator))
         assert stop.state == OperationState.SUCCEEDED, stop.error

@@ -12,6 +12,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
+from console.engine_auth import engine_headers, with_engine_key
 from console.models import ClusterState, Node, NodeState
 from console.models.operations import (
     OperationKind,
@@ -90,7 +91,7 @@ def run_start(run: Run, steps: dict[str, OperationStep]) -> None:
         answer = run.call(
             node,
             "engine.start",
-            plan=plans[node.name].to_dict(),
+            plan=with_engine_key(run.cluster.name, plans[node.name].to_dict()),
             timeout=settings.ENGINE_START_CALL_TIMEOUT_S,
         )
         if not answer.get("ok"):
@@ -224,6 +225,7 @@ def smoke_test(run: Run, step: OperationStep) -> None:
         response = httpx.post(
             f"{run.head_url()}/v1/completions",
             json=body,
+            headers=engine_headers(run.cluster.name),
             timeout=settings.SMOKE_TIMEOUT_S,
         )
         response.raise_for_status()
@@ -245,6 +247,7 @@ def warm_up(run: Run, step: OperationStep) -> None:
     done = errors = 0
     lock = threading.Lock()
     url = f"{run.head_url()}/v1/chat/completions"
+    headers = engine_headers(run.cluster.name)
     model = run.cluster.profile.served_model_name
 
     def one(i: int) -> bool:
@@ -259,7 +262,9 @@ def warm_up(run: Run, step: OperationStep) -> None:
             "max_tokens": 32,
         }
         try:
-            with httpx.Client(timeout=settings.SMOKE_TIMEOUT_S) as client:
+            with httpx.Client(
+                timeout=settings.SMOKE_TIMEOUT_S, headers=headers
+            ) as client:
                 return client.post(url, json=body).status_code == 200
         except httpx.HTTPError:
             return False

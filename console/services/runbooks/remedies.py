@@ -10,6 +10,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
+from console.engine_auth import engine_headers
 from console.models import Node, NodeRole, NodeState
 from console.models.operations import (
     OperationStep,
@@ -57,7 +58,9 @@ def verify_link_switch(run: Run, step: OperationStep, node_name: str) -> None:
     }
 
     def traffic() -> None:
-        with httpx.Client(timeout=30) as client:
+        with httpx.Client(
+            timeout=30, headers=engine_headers(run.cluster.name)
+        ) as client:
             while not stop.is_set():
                 try:
                     client.post(url, json=body)

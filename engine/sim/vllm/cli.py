@@ -67,6 +67,8 @@ class ServeArgs:
     dtype: str = "auto"
     quantization: str | None = None
     num_gpu_blocks_override: int | None = None
+    # the API keys /v1/* requires; empty: no authentication (see server.authenticate)
+    api_keys: tuple[str, ...] = ()
 
     @property
     def nnodes_mode(self) -> bool:
@@ -264,4 +266,17 @@ def parse_serve_args(argv: list[str], version: str | None = None) -> ServeArgs:
         num_gpu_blocks_override=int(a["num_gpu_blocks_override"])
         if str(a.get("num_gpu_blocks_override") or "").isdigit()
         else None,
+        api_keys=api_keys(a.get("api_key")),
     )
+
+
+def api_keys(from_flag: list[str] | None) -> tuple[str, ...]:
+    """The keys vLLM's server requires: ``--api-key`` (one or more) or else VLLM_API_KEY.
+
+    vLLM's build_app: ``if tokens := [key for key in (args.api_key or
+    [envs.VLLM_API_KEY]) if key]: app.add_middleware(AuthenticationMiddleware, ...)``
+    (vllm/entrypoints/openai/api_server.py; in later releases
+    vllm/entrypoints/serve/middleware/register.py): the flag wins over the variable,
+    empty keys are dropped, and no key at all means no authentication.
+    """
+    return tuple(k for k in (from_flag or [os.environ.get("VLLM_API_KEY", "")]) if k)

@@ -10,7 +10,9 @@ for OpenAI, ``event: <type>\\ndata: <json>\\n\\n`` for Anthropic; OpenAI errors 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -259,9 +261,48 @@ async def _sse(request: web.Request) -> web.StreamResponse:
 # ---------------------------------------------------------------- routes
 
 
+def authenticate(keys: tuple[str, ...]) -> Callable[..., Any]:
+    """vLLM's AuthenticationMiddleware, as the target versions behave.
+
+    Only paths under ``/v1`` need ``Authorization: Bearer <key>``; ``/health``,
+    ``/metrics``, ``/version``, ``/load``, ``/ping``, ``/tokenize`` stay open, and
+    OPTIONS passes. A miss is 401 ``{"error": "Unauthorized"}``. Keys are compared
+    as SHA-256 digests with ``secrets.compare_digest`` (constant time). Source:
+    vllm/entrypoints/openai/api_server.py ``AuthenticationMiddleware`` (``if
+    url_path.startswith("/v1") and not self.verify_token(headers)``), vLLM 0.2x.
+    """
+    digests = [hashlib.sha256(k.encode()).digest() for k in keys]
+
+    def verified(header: str | None) -> bool:
+        scheme, _, param = (header or "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        given = hashlib.sha256(param.encode()).digest()
+        match = False
+        for digest in digests:
+            match |= secrets.compare_digest(given, digest)
+        return match
+
+    @web.middleware
+    async def middleware(
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        if (
+            request.method != "OPTIONS"
+            and request.path.startswith("/v1")
+            and not verified(request.headers.get("Authorization"))
+        ):
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    return middleware
+
+
 def build_app(state: ServerState) -> web.Application:
     """The aiohttp application of the head's API server."""
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    middlewares = [authenticate(state.args.api_keys)] if state.args.api_keys else []
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=middlewares)
     r = app.router
 
     async def health(request: web.Request) -> web.Response:
