@@ -20,3 +20,6 @@ class ConsoleConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_create_role_groups, sender=self)
+        from console.gateway import changes
+
+        changes.install()  # writes to keys/clusters/nodes/profiles bump the gateway's cache

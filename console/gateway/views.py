@@ -1,5 +1,11 @@
-"""``/v1/...``: OpenAI and Anthropic endpoints in front of the clusters (async views;
-API-key auth, no session)."""
+"""``/v1/...``: OpenAI and Anthropic endpoints in front of the clusters (API-key auth,
+no session), served by the gateway's own ASGI app (console.gateway.app).
+
+A request costs, before it is sent on: a sha256 of its key, a lookup of key and
+route in the process's snapshot, one Redis round trip (cache version + rate limit),
+and a pooled connection to the engine. After the answer: one Redis round trip
+(tokens against the limit + usage counters).
+"""
 
 from __future__ import annotations
 
@@ -10,42 +16,29 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.http.response import HttpResponseBase
-from django.views.decorators.csrf import csrf_exempt
+from django.conf import settings
 
-from console.gateway import routing, translate
+from console.gateway import ratelimit, routing, snapshot, translate
 from console.gateway.errors import ANTHROPIC, OPENAI, GatewayError, error_response
-from console.gateway.ratelimit import ratelimit_admit, ratelimit_spend
-from console.gateway.services import apikey_authenticate, secret_from_headers
+from console.gateway.http import Request, Response, StreamResponse, json_response
+from console.gateway.services import key_digest, secret_from_headers
 from console.gateway.signals import upstream_error
+from console.gateway.snapshot import KeyInfo, Snapshot
 from console.gateway.sse import sse_data, sse_events
 from console.gateway.upstream import upstream_client
-from console.gateway.usage import usage_add, usage_maybe_flush
-from console.models import ApiKey
 
-STREAM_HEADERS = {
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}  # nginx must not buffer SSE
-
-
-async def _authenticate(request: HttpRequest) -> ApiKey:
-    key = await apikey_authenticate(secret_from_headers(request.headers))
-    if key is None:
-        raise GatewayError(
-            401,
-            "Missing or invalid API key: send 'Authorization: Bearer <key>' "
-            "or 'x-api-key: <key>' "
-            "(admins create keys on the API keys page "
-            "or with `manage.py apikey create NAME`).",
-        )
-    return key
+UNAUTHORIZED = GatewayError(
+    401,
+    "Missing or invalid API key: send 'Authorization: Bearer <key>' "
+    "or 'x-api-key: <key>' "
+    "(admins create keys on the API keys page "
+    "or with `manage.py apikey create NAME`).",
+)
 
 
-def _json_body(request: HttpRequest) -> dict[str, Any]:
+def _json_body(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(request.body)
+        body = json.loads(raw)
     except UnicodeDecodeError:
         raise GatewayError(400, "The request body is not UTF-8 JSON.") from None
     except json.JSONDecodeError as exc:
@@ -53,6 +46,10 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
             400,
             f"The request body is not valid JSON: {exc.msg} "
             f"at line {exc.lineno} column {exc.colno}.",
+        ) from None
+    except RecursionError:
+        raise GatewayError(
+            400, "The request body nests too deeply: flatten the JSON."
         ) from None
     if not isinstance(body, dict):
         raise GatewayError(400, "The request body must be a JSON object.")
@@ -66,16 +63,111 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
         )
     if "stream" in body and not isinstance(body["stream"], bool):
         raise GatewayError(400, "stream must be true or false.", param="stream")
+    model = body.get("model")
+    if isinstance(model, str) and not model.isprintable():
+        raise GatewayError(
+            400,
+            "model must be a served model name without control characters "
+            "(GET /v1/models lists them).",
+            param="model",
+        )
     return body
 
 
-@csrf_exempt
-async def models(request: HttpRequest) -> HttpResponse:
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_bounds(body: dict[str, Any], protocol: str, path: str, limit: int) -> None:
+    """``n`` and the completion length within what the gateway serves: n from 1 to
+    GATEWAY_MAX_N, max_tokens from 1 to the model's context length (the smallest
+    max_model_len among its serving clusters)."""
+    if path.endswith("count_tokens"):
+        return
+    n = body.get("n")
+    if n is not None and (not _positive_int(n) or n > settings.GATEWAY_MAX_N):
+        raise GatewayError(
+            400,
+            f"n must be an integer from 1 to {settings.GATEWAY_MAX_N} "
+            "(completions per request on this gateway).",
+            param="n",
+        )
+    fields = (
+        ("max_tokens",)
+        if protocol == ANTHROPIC
+        else ("max_tokens", "max_completion_tokens")
+    )
+    for name in fields:
+        value = body.get(name)
+        if value is None:
+            if protocol == ANTHROPIC:
+                raise GatewayError(
+                    400, "max_tokens is required: a positive integer.", param=name
+                )
+            continue
+        if not _positive_int(value) or (limit and value > limit):
+            bound = (
+                f"from 1 to {limit} (the model's context length)"
+                if limit
+                else "of at least 1"
+            )
+            raise GatewayError(400, f"{name} must be an integer {bound}.", param=name)
+
+
+async def _authorized(
+    req: Request, protocol: str, path: str
+) -> tuple[KeyInfo, dict[str, Any], list[routing.Upstream], Snapshot]:
+    """Key, body, pool and the snapshot they came from; one Redis round trip when the
+    snapshot is current (which it is but for the first request after a change)."""
+    if req.method != "POST":
+        raise GatewayError(405, f"Use POST for {path}.")
+    secret = secret_from_headers(req.headers)
+    digest = key_digest(secret) if secret else ""
+    snap = snapshot.current()
+    key = snap.keys.get(digest)
+    body: dict[str, Any] | None = None
+    body_error: GatewayError | None = None
+    try:
+        body = _json_body(req.body)
+    except GatewayError as err:
+        body_error = err
+    pool: list[routing.Upstream] = []
+    if key is not None and body is not None:
+        try:
+            pool = routing.route(snap, body.get("model"))
+            limit = snap.models[body["model"]].max_model_len
+            _check_bounds(body, protocol, path, limit)
+        except GatewayError:
+            pool = []
+    # Count the request now only if it looks admissible on this snapshot.
+    admission = await ratelimit.admit(key.prefix if key and pool else None)
+    if admission.version != snap.version:
+        snap = await snapshot.snapshot_for(admission.version)
+        fresh = snap.keys.get(digest)
+        if fresh is None or key is None or fresh.prefix != key.prefix:
+            admission.counted = False
+        key = fresh
+    if key is None:
+        raise UNAUTHORIZED
+    if body_error is not None or body is None:
+        raise body_error or GatewayError(400, "The request body must be a JSON object.")
+    pool = routing.route(snap, body.get("model"))
+    _check_bounds(body, protocol, path, snap.models[body["model"]].max_model_len)
+    if not admission.counted:
+        admission = await ratelimit.admit(key.prefix)
+    ratelimit.check_limits(admission, rpm=key.rpm, tpm=key.tpm)
+    return key, body, pool, snap
+
+
+async def models(req: Request) -> Response:
     """``GET /v1/models``: the models a serving cluster answers for."""
     try:
-        if request.method != "GET":
+        if req.method != "GET":
             raise GatewayError(405, "Use GET for /v1/models.")
-        await _authenticate(request)
+        secret = secret_from_headers(req.headers)
+        snap = await snapshot.snapshot_for(await ratelimit.cache_version())
+        if snap.keys.get(key_digest(secret) if secret else "") is None:
+            raise UNAUTHORIZED
     except GatewayError as err:
         return error_response(err, OPENAI)
     now = int(time.time())
@@ -86,38 +178,31 @@ async def models(request: HttpRequest) -> HttpResponse:
             "created": now,
             "owned_by": "ascend-vllm-console",
         }
-        for name in await routing.served_models()
+        for name in routing.served_models(snap)
     ]
-    return JsonResponse({"object": "list", "data": data})
-
-
-@csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponseBase:
-    return await _proxy(request, OPENAI, "/v1/chat/completions")
-
-
-@csrf_exempt
-async def completions(request: HttpRequest) -> HttpResponseBase:
-    return await _proxy(request, OPENAI, "/v1/completions")
-
-
-@csrf_exempt
-async def messages(request: HttpRequest) -> HttpResponseBase:
-    return await _proxy(request, ANTHROPIC, "/v1/messages")
-
-
-@csrf_exempt
-async def count_tokens(request: HttpRequest) -> HttpResponseBase:
-    return await _proxy(request, ANTHROPIC, "/v1/messages/count_tokens")
+    return json_response({"object": "list", "data": data})
 
 
 class _Call:
     """One proxied request's bookkeeping: the upstream it holds, the tokens it used,
     released exactly once."""
 
-    def __init__(self, key: ApiKey, model: str, upstream: routing.Upstream) -> None:
+    def __init__(
+        self,
+        key: KeyInfo,
+        model: str,
+        upstream: routing.Upstream,
+        body: dict[str, Any],
+        size: int,
+    ) -> None:
         self.key, self.model, self.upstream = key, model, upstream
         self.usage: dict[str, int] = {}
+        self.events = 0  # engine events relayed (each carries at least one token)
+        self.streamed = False
+        n = body.get("n") if _positive_int(body.get("n")) else 1
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        self.most = n * limit if _positive_int(limit) else 0
+        self.prompt_estimate = size // 4 + 1  # ~4 bytes a token; no tokenizer here
         self.done = False
         routing.outstanding_enter(upstream)
 
@@ -138,6 +223,16 @@ class _Call:
             if isinstance(usage.get(src), int) and usage[src] > 0:
                 self.usage[dst] = usage[src]
 
+    def tokens(self) -> tuple[int, int]:
+        """(prompt, completion): the engine's count; without one (the client hung up
+        before the usage chunk, or the engine broke off), an estimate that is never
+        below what was relayed: the events streamed, or the most the request could
+        produce (n x max_tokens) when it was not streamed."""
+        if "completion_tokens" in self.usage:
+            return self.usage.get("prompt_tokens", 0), self.usage["completion_tokens"]
+        prompt = self.usage.get("prompt_tokens") or self.prompt_estimate
+        return prompt, self.events if self.streamed else self.most
+
     async def finish(self, *, counted: bool = True) -> None:
         """Release the upstream slot, then count the request if it reached an engine."""
         if self.done:
@@ -146,29 +241,20 @@ class _Call:
         routing.outstanding_leave(self.upstream)
         if not counted:
             return
-        prompt, completion = (
-            self.usage.get("prompt_tokens", 0),
-            self.usage.get("completion_tokens", 0),
-        )
-        usage_add(
+        prompt, completion = self.tokens()
+        await ratelimit.spend(
+            bucket=self.key.prefix,
             key_id=self.key.pk,
             model=self.model,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
+            prompt=prompt,
+            completion=completion,
         )
-        await ratelimit_spend(bucket=self.key.prefix, tokens=prompt + completion)
-        await usage_maybe_flush()
 
 
-async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponseBase:
+async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResponse:
     try:
-        if request.method != "POST":
-            raise GatewayError(405, f"Use POST for {path}.")
-        key = await _authenticate(request)
-        body = _json_body(request)
-        model = body.get("model")
-        pool = await routing.upstreams_for(model)  # type: ignore[arg-type]
-        await ratelimit_admit(bucket=key.prefix, rpm=key.rpm, tpm=key.tpm)
+        key, body, pool, _ = await _authorized(req, protocol, path)
+        model = str(body["model"])
         # Least outstanding first; an engine that refuses the connection (the request
         # never reached it) hands over to the next cluster in the pool.
         for upstream in routing.upstreams_by_load(pool):
@@ -178,11 +264,15 @@ async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponse
                 else routing.MESSAGES_SINCE
             )
             if translated and path.endswith("count_tokens"):
-                return await _count_tokens_translated(request, key, body, upstream)
+                try:
+                    return await _count_tokens_translated(req, body, upstream)
+                except _Unreachable:
+                    await upstream_error(upstream.cluster_id)
+                    continue
             send_path, send_body = _upstream_request(protocol, path, body, translated)
-            call = _Call(key, str(model), upstream)
+            call = _Call(key, model, upstream, body, len(req.body))
             try:
-                upstream_resp = await _send(request, upstream, send_path, send_body)
+                upstream_resp = await _send(req, upstream, send_path, send_body)
             except _Unreachable:
                 await upstream_error(upstream.cluster_id)
                 await call.finish(counted=False)
@@ -216,6 +306,7 @@ async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponse
             raise
         await upstream_resp.aclose()
         return await _plain(call, raw, upstream_resp, protocol, translated)
+    call.streamed = True
     client_wants_usage = isinstance(body.get("stream_options"), dict) and bool(
         body["stream_options"].get("include_usage")
     )
@@ -227,9 +318,7 @@ async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponse
             upstream_resp,
             drop_usage_chunk=protocol == OPENAI and not client_wants_usage,
         )
-    return StreamingHttpResponse(
-        relay, content_type="text/event-stream", headers=STREAM_HEADERS
-    )
+    return StreamResponse(relay)
 
 
 def _upstream_request(
@@ -251,23 +340,27 @@ class _Unreachable(Exception):
 
 
 async def _send(
-    request: HttpRequest, upstream: routing.Upstream, path: str, body: dict[str, Any]
+    req: Request, upstream: routing.Upstream, path: str, body: dict[str, Any]
 ) -> httpx.Response:
     headers = {
         "Content-Type": "application/json",
-        "X-Request-ID": request.headers.get("X-Request-ID") or uuid.uuid4().hex,
+        "X-Request-ID": req.headers.get("x-request-id") or uuid.uuid4().hex,
     }
-    if request.headers.get("anthropic-version"):
-        headers["anthropic-version"] = request.headers["anthropic-version"]
+    if req.headers.get("anthropic-version"):
+        headers["anthropic-version"] = req.headers["anthropic-version"]
+    if upstream.api_key:
+        # vLLM's --api-key guards /v1/* with this bearer token (vllm/entrypoints/
+        # openai/api_server.py, AuthenticationMiddleware)
+        headers["Authorization"] = f"Bearer {upstream.api_key}"
     client = upstream_client()
-    req = client.build_request(
+    request = client.build_request(
         "POST",
         upstream.base_url + path,
-        content=json.dumps(body).encode(),
+        content=json.dumps(body, separators=(",", ":")).encode(),
         headers=headers,
     )
     try:
-        return await client.send(req, stream=True)
+        return await client.send(request, stream=True)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise _Unreachable(str(exc)) from None
     except httpx.HTTPError as exc:
@@ -281,12 +374,14 @@ async def _send(
 
 async def _plain(
     call: _Call, raw: bytes, resp: httpx.Response, protocol: str, translated: bool
-) -> HttpResponse:
+) -> Response:
     try:
         data: Any = json.loads(raw)
     except ValueError:
         data = None
     call.read_usage(data)
+    if resp.status_code >= 400 and "completion_tokens" not in call.usage:
+        call.usage["completion_tokens"] = 0  # refused: nothing was generated
     await call.finish()
     if (
         translated
@@ -294,18 +389,19 @@ async def _plain(
         and isinstance(data, dict)
         and "choices" in data
     ):
-        return JsonResponse(translate.chat_to_message(data, call.model))
+        return json_response(translate.chat_to_message(data, call.model))
     if translated and resp.status_code >= 400:
         err = GatewayError(resp.status_code, translate.openai_error_to_anthropic(data))
         return error_response(err, protocol)
-    out = HttpResponse(
-        raw,
-        status=resp.status_code,
-        content_type=resp.headers.get("content-type", "application/json"),
-    )
+    headers = {}
     if "retry-after" in resp.headers:
-        out["Retry-After"] = resp.headers["retry-after"]
-    return out
+        headers["Retry-After"] = resp.headers["retry-after"]
+    return Response(
+        resp.status_code,
+        raw,
+        content_type=resp.headers.get("content-type", "application/json"),
+        headers=headers,
+    )
 
 
 async def _relay(
@@ -315,6 +411,7 @@ async def _relay(
     closes the upstream stream."""
     try:
         async for event in sse_events(resp.aiter_raw()):
+            call.events += 1
             if b'"usage"' in event:
                 data = sse_data(event)
                 call.read_usage(data)
@@ -329,10 +426,16 @@ async def _relay(
         await _release(call, resp)
 
 
+async def _counted(call: _Call, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async for event in events:
+        call.events += 1
+        yield event
+
+
 async def _relay_translated(call: _Call, resp: httpx.Response) -> AsyncIterator[bytes]:
     try:
         async for frame in translate.chat_stream_to_messages(
-            sse_events(resp.aiter_raw()), call.model, call.usage
+            _counted(call, sse_events(resp.aiter_raw())), call.model, call.usage
         ):
             yield frame
     finally:
@@ -352,15 +455,15 @@ async def _release(call: _Call, resp: httpx.Response) -> None:
 
 
 async def _count_tokens_translated(
-    request: HttpRequest, key: ApiKey, body: dict[str, Any], upstream: routing.Upstream
-) -> HttpResponse:
+    req: Request, body: dict[str, Any], upstream: routing.Upstream
+) -> Response:
     """count_tokens on an engine without it: the engine's /tokenize with the translated
     chat messages."""
     chat = translate.messages_to_chat(
         {**body, "max_tokens": body.get("max_tokens") or 1, "stream": False}
     )
     resp = await _send(
-        request,
+        req,
         upstream,
         "/tokenize",
         {"model": chat["model"], "messages": chat["messages"]},
@@ -369,10 +472,33 @@ async def _count_tokens_translated(
         raw = await resp.aread()
     finally:
         await resp.aclose()
-    data = json.loads(raw) if raw else {}
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        data = {}
     if resp.status_code != 200:
         return error_response(
             GatewayError(resp.status_code, translate.openai_error_to_anthropic(data)),
             ANTHROPIC,
         )
-    return JsonResponse({"input_tokens": int(data.get("count", 0))})
+    return json_response({"input_tokens": int(data.get("count", 0))})
+
+
+ROUTES = {
+    "/v1/chat/completions": (OPENAI, "/v1/chat/completions"),
+    "/v1/completions": (OPENAI, "/v1/completions"),
+    "/v1/messages": (ANTHROPIC, "/v1/messages"),
+    "/v1/messages/count_tokens": (ANTHROPIC, "/v1/messages/count_tokens"),
+}
+
+
+async def dispatch(req: Request) -> Response | StreamResponse:
+    """The handler for ``req.path`` (404 in OpenAI's shape for any other /v1 path)."""
+    if req.path == "/v1/models":
+        return await models(req)
+    route = ROUTES.get(req.path)
+    if route is None:
+        return error_response(
+            GatewayError(404, f"No such endpoint: {req.path[:200]!r}."), OPENAI
+        )
+    return await proxy(req, *route)
