@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import aiohttp
 from django.conf import settings
 
 from console.gateway import ratelimit, routing, snapshot, translate
@@ -284,7 +284,7 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
             except BaseException:
                 await call.finish()
                 raise
-            if upstream_resp.status_code >= 500:
+            if upstream_resp.status >= 500:
                 await upstream_error(upstream.cluster_id)
             break
         else:
@@ -297,14 +297,25 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
             )
     except GatewayError as err:
         return error_response(err, protocol)
-    stream = bool(body.get("stream")) and upstream_resp.status_code == 200
+    stream = bool(body.get("stream")) and upstream_resp.status == 200
     if not stream:
         try:
-            raw = await upstream_resp.aread()
-        except BaseException:  # client gone (cancelled) or engine broke off
+            raw = await upstream_resp.read()
+        except (TimeoutError, aiohttp.ClientError):
+            await upstream_error(upstream.cluster_id)
+            await _release(call, upstream_resp)
+            return error_response(
+                GatewayError(
+                    502,
+                    f"Cluster {upstream.cluster_name} broke off its answer; retry shortly.",
+                    retry_after=5,
+                ),
+                protocol,
+            )
+        except BaseException:  # client gone (cancelled)
             await _release(call, upstream_resp)
             raise
-        await upstream_resp.aclose()
+        upstream_resp.release()
         return await _plain(call, raw, upstream_resp, protocol, translated)
     call.streamed = True
     client_wants_usage = isinstance(body.get("stream_options"), dict) and bool(
@@ -341,7 +352,7 @@ class _Unreachable(Exception):
 
 async def _send(
     req: Request, upstream: routing.Upstream, path: str, body: dict[str, Any]
-) -> httpx.Response:
+) -> aiohttp.ClientResponse:
     headers = {
         "Content-Type": "application/json",
         "X-Request-ID": req.headers.get("x-request-id") or uuid.uuid4().hex,
@@ -352,18 +363,15 @@ async def _send(
         # vLLM's --api-key guards /v1/* with this bearer token (vllm/entrypoints/
         # openai/api_server.py, AuthenticationMiddleware)
         headers["Authorization"] = f"Bearer {upstream.api_key}"
-    client = upstream_client()
-    request = client.build_request(
-        "POST",
-        upstream.base_url + path,
-        content=json.dumps(body, separators=(",", ":")).encode(),
-        headers=headers,
-    )
     try:
-        return await client.send(request, stream=True)
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        return await upstream_client().post(
+            upstream.base_url + path,
+            data=json.dumps(body, separators=(",", ":")).encode(),
+            headers=headers,
+        )
+    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
         raise _Unreachable(str(exc)) from None
-    except httpx.HTTPError as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         raise GatewayError(
             502,
             f"Cluster {upstream.cluster_name} did not answer "
@@ -373,44 +381,58 @@ async def _send(
 
 
 async def _plain(
-    call: _Call, raw: bytes, resp: httpx.Response, protocol: str, translated: bool
+    call: _Call,
+    raw: bytes,
+    resp: aiohttp.ClientResponse,
+    protocol: str,
+    translated: bool,
 ) -> Response:
     try:
         data: Any = json.loads(raw)
     except ValueError:
         data = None
     call.read_usage(data)
-    if resp.status_code >= 400 and "completion_tokens" not in call.usage:
+    if resp.status >= 400 and "completion_tokens" not in call.usage:
         call.usage["completion_tokens"] = 0  # refused: nothing was generated
     await call.finish()
     if (
         translated
-        and resp.status_code == 200
+        and resp.status == 200
         and isinstance(data, dict)
         and "choices" in data
     ):
         return json_response(translate.chat_to_message(data, call.model))
-    if translated and resp.status_code >= 400:
-        err = GatewayError(resp.status_code, translate.openai_error_to_anthropic(data))
+    if translated and resp.status >= 400:
+        err = GatewayError(resp.status, translate.openai_error_to_anthropic(data))
         return error_response(err, protocol)
     headers = {}
     if "retry-after" in resp.headers:
         headers["Retry-After"] = resp.headers["retry-after"]
     return Response(
-        resp.status_code,
+        resp.status,
         raw,
         content_type=resp.headers.get("content-type", "application/json"),
         headers=headers,
     )
 
 
+async def _chunks(call: _Call, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The engine's body as it arrives; an engine that breaks off or stalls past
+    GATEWAY_UPSTREAM_TIMEOUT_S ends it (and is counted for alerting)."""
+    try:
+        async for chunk in resp.content.iter_any():
+            yield chunk
+    except (TimeoutError, aiohttp.ClientError):
+        await upstream_error(call.upstream.cluster_id)
+
+
 async def _relay(
-    call: _Call, resp: httpx.Response, *, drop_usage_chunk: bool
+    call: _Call, resp: aiohttp.ClientResponse, *, drop_usage_chunk: bool
 ) -> AsyncIterator[bytes]:
     """Pass each upstream event on as it arrives; closing this generator (client gone)
     closes the upstream stream."""
     try:
-        async for event in sse_events(resp.aiter_raw()):
+        async for event in sse_events(_chunks(call, resp)):
             call.events += 1
             if b'"usage"' in event:
                 data = sse_data(event)
@@ -432,24 +454,30 @@ async def _counted(call: _Call, events: AsyncIterator[bytes]) -> AsyncIterator[b
         yield event
 
 
-async def _relay_translated(call: _Call, resp: httpx.Response) -> AsyncIterator[bytes]:
+async def _relay_translated(
+    call: _Call, resp: aiohttp.ClientResponse
+) -> AsyncIterator[bytes]:
     try:
         async for frame in translate.chat_stream_to_messages(
-            _counted(call, sse_events(resp.aiter_raw())), call.model, call.usage
+            _counted(call, sse_events(_chunks(call, resp))), call.model, call.usage
         ):
             yield frame
     finally:
         await _release(call, resp)
 
 
-async def _release(call: _Call, resp: httpx.Response) -> None:
-    """Close the engine stream, then count the request, even if closing fails.
+async def _release(call: _Call, resp: aiohttp.ClientResponse) -> None:
+    """Hand the connection back (answer read whole) or close it, then count the
+    request, even if closing fails.
 
     On a client disconnect, closing drops the engine's connection mid-answer, which
     the engine sees as an abort (vLLM frees the sequence's KV cache).
     """
     try:
-        await resp.aclose()
+        if resp.content.at_eof():
+            resp.release()
+        else:
+            resp.close()
     finally:
         await call.finish()
 
@@ -469,16 +497,20 @@ async def _count_tokens_translated(
         {"model": chat["model"], "messages": chat["messages"]},
     )
     try:
-        raw = await resp.aread()
+        raw = await resp.read()
+    except (TimeoutError, aiohttp.ClientError):
+        raise GatewayError(
+            502, f"Cluster {upstream.cluster_name} broke off its answer; retry shortly."
+        ) from None
     finally:
-        await resp.aclose()
+        resp.release()
     try:
         data = json.loads(raw) if raw else {}
     except ValueError:
         data = {}
-    if resp.status_code != 200:
+    if resp.status != 200:
         return error_response(
-            GatewayError(resp.status_code, translate.openai_error_to_anthropic(data)),
+            GatewayError(resp.status, translate.openai_error_to_anthropic(data)),
             ANTHROPIC,
         )
     return json_response({"input_tokens": int(data.get("count", 0))})

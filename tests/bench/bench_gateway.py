@@ -46,7 +46,7 @@ def start_server(
     port = free_port()
     argv = [sys.executable, "-m", "uvicorn", "console.asgi:application"]
     if profile:
-        argv = [PY_SPY, "record", "--format", "raw", "-r", "250", "-o", profile, "--"]
+        argv = [PY_SPY, "record", "--format", "raw", "-r", "100", "-o", profile, "--"]
         argv += [sys.executable, "-m", "uvicorn", "console.asgi:application"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     if workers > 1:
@@ -234,10 +234,13 @@ def main() -> None:
         )
         head = ["streams", "reqs", "TTFT p50 ms direct/gw", "TTFT p99 ms direct/gw"]
         head += ["added p50/p99 ms", "tok/s direct/gw", "ratio", "gw CPU ms/req"]
+        head += ["engine CPU ms/req"]
         print(" | ".join(head))
         for concurrency in [int(x) for x in args.levels.split(",")]:
             count = max(32, args.rounds * concurrency)
+            e0 = cpu_seconds(engine.pid)
             d = asyncio.run(batch(engine_url, {}, concurrency, count, args.tokens))
+            engine_cpu = (cpu_seconds(engine.pid) - e0) / count * 1000
             cpu0 = cpu_seconds(server.pid)
             g = asyncio.run(batch(gateway_url, auth, concurrency, count, args.tokens))
             cpu = (cpu_seconds(server.pid) - cpu0) / count * 1000
@@ -250,6 +253,7 @@ def main() -> None:
                 f"{d['tps']:>6.0f} / {g['tps']:>6.0f}",
                 f"{g['tps'] / d['tps']:.3f}",
                 f"{cpu:.2f}",
+                f"{engine_cpu:.2f}",
             ]
             print(" | ".join(cells), flush=True)
         load = os.getloadavg()
