@@ -199,6 +199,8 @@ class _Call:
         self.usage: dict[str, int] = {}
         self.events = 0  # engine events relayed (each carries at least one token)
         self.streamed = False
+        self.complete = False  # the engine's stream ended whole (its usage is final)
+        self.broken = False
         n = body.get("n") if _positive_int(body.get("n")) else 1
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         self.most = n * limit if _positive_int(limit) else 0
@@ -228,10 +230,15 @@ class _Call:
         before the usage chunk, or the engine broke off), an estimate that is never
         below what was relayed: the events streamed, or the most the request could
         produce (n x max_tokens) when it was not streamed."""
+        if self.streamed:
+            prompt = self.usage.get("prompt_tokens") or self.prompt_estimate
+            completion = self.usage.get("completion_tokens", 0)
+            if self.complete:
+                return prompt, completion
+            return prompt, max(completion, self.events)
         if "completion_tokens" in self.usage:
             return self.usage.get("prompt_tokens", 0), self.usage["completion_tokens"]
-        prompt = self.usage.get("prompt_tokens") or self.prompt_estimate
-        return prompt, self.events if self.streamed else self.most
+        return self.usage.get("prompt_tokens") or self.prompt_estimate, self.most
 
     async def finish(self, *, counted: bool = True) -> None:
         """Release the upstream slot, then count the request if it reached an engine."""
@@ -423,6 +430,7 @@ async def _chunks(call: _Call, resp: aiohttp.ClientResponse) -> AsyncIterator[by
         async for chunk in resp.content.iter_any():
             yield chunk
     except (TimeoutError, aiohttp.ClientError):
+        call.broken = True
         await upstream_error(call.upstream.cluster_id)
 
 
@@ -444,6 +452,7 @@ async def _relay(
                 ):
                     continue  # the usage chunk the gateway asked for, not the client
             yield event
+        call.complete = not call.broken
     finally:
         await _release(call, resp)
 
@@ -462,6 +471,7 @@ async def _relay_translated(
             _counted(call, sse_events(_chunks(call, resp))), call.model, call.usage
         ):
             yield frame
+        call.complete = not call.broken
     finally:
         await _release(call, resp)
 
