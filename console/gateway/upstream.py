@@ -39,3 +39,11 @@ def upstream_client() -> aiohttp.ClientSession:
             skip_auto_headers=("User-Agent",),
         )
     return session
+
+
+async def upstream_close() -> None:
+    """Close the running loop's session (a loop that ends after one request: Django's
+    async-to-sync path for the test client)."""
+    session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None:
+        await session.close()

@@ -7,13 +7,24 @@ server that runs the plain Django application.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
 from console.gateway.http import Request, StreamResponse
+from console.gateway.upstream import upstream_close
 from console.gateway.views import dispatch
+
+
+async def _then_close(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        await upstream_close()
 
 
 @csrf_exempt
@@ -24,12 +35,17 @@ async def gateway_view(request: HttpRequest) -> HttpResponseBase:
         {k.lower(): v for k, v in request.headers.items()},
         request.body,
     )
+    # Django runs this view on an event loop of its own per request: the engine
+    # connections go with it.
     response = await dispatch(req)
     if isinstance(response, StreamResponse):
         out: HttpResponseBase = StreamingHttpResponse(
-            response.chunks, content_type=response.content_type, status=response.status
+            _then_close(response.chunks),
+            content_type=response.content_type,
+            status=response.status,
         )
     else:
+        await upstream_close()
         out = HttpResponse(
             response.body, content_type=response.content_type, status=response.status
         )
