@@ -60,6 +60,13 @@ def _redis() -> aioredis.Redis:
     return client
 
 
+async def redis_close() -> None:
+    """Close the running loop's client (a loop that ends after one request)."""
+    client = _clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
+
+
 def _script(index: int) -> object:
     client = _redis()
     pair = _scripts.get(client)
