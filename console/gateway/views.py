@@ -24,7 +24,7 @@ from console.gateway.http import Request, Response, StreamResponse, json_respons
 from console.gateway.services import key_digest, secret_from_headers
 from console.gateway.signals import upstream_error
 from console.gateway.snapshot import KeyInfo, Snapshot
-from console.gateway.sse import sse_data, sse_events
+from console.gateway.sse import sse_batches, sse_data, sse_events
 from console.gateway.upstream import upstream_client
 
 UNAUTHORIZED = GatewayError(
@@ -277,9 +277,10 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
                     await upstream_error(upstream.cluster_id)
                     continue
             send_path, send_body = _upstream_request(protocol, path, body, translated)
+            data = req.body if send_body is body else _encode(send_body)
             call = _Call(key, model, upstream, body, len(req.body))
             try:
-                upstream_resp = await _send(req, upstream, send_path, send_body)
+                upstream_resp = await _send(req, upstream, send_path, data)
             except _Unreachable:
                 await upstream_error(upstream.cluster_id)
                 await call.finish(counted=False)
@@ -357,9 +358,14 @@ class _Unreachable(Exception):
     """The engine refused or timed out the connection: the request never reached it."""
 
 
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 async def _send(
-    req: Request, upstream: routing.Upstream, path: str, body: dict[str, Any]
+    req: Request, upstream: routing.Upstream, path: str, data: bytes
 ) -> aiohttp.ClientResponse:
+    """POST ``data`` (the client's body as it came, or the gateway's rewrite)."""
     headers = {
         "Content-Type": "application/json",
         "X-Request-ID": req.headers.get("x-request-id") or uuid.uuid4().hex,
@@ -373,7 +379,7 @@ async def _send(
     try:
         return await upstream_client().post(
             upstream.base_url + path,
-            data=json.dumps(body, separators=(",", ":")).encode(),
+            data=data,
             headers=headers,
         )
     except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
@@ -440,18 +446,24 @@ async def _relay(
     """Pass each upstream event on as it arrives; closing this generator (client gone)
     closes the upstream stream."""
     try:
-        async for event in sse_events(_chunks(call, resp)):
-            call.events += 1
-            if b'"usage"' in event:
-                data = sse_data(event)
-                call.read_usage(data)
-                if (
-                    drop_usage_chunk
-                    and isinstance(data, dict)
-                    and data.get("choices") == []
-                ):
-                    continue  # the usage chunk the gateway asked for, not the client
-            yield event
+        async for events in sse_batches(_chunks(call, resp)):
+            call.events += len(events)
+            if any(b'"usage"' in event for event in events):
+                kept = []
+                for event in events:
+                    if b'"usage"' in event:
+                        data = sse_data(event)
+                        call.read_usage(data)
+                        if (
+                            drop_usage_chunk
+                            and isinstance(data, dict)
+                            and data.get("choices") == []
+                        ):
+                            continue  # the usage chunk the gateway asked for
+                    kept.append(event)
+                events = kept
+            if events:
+                yield events[0] if len(events) == 1 else b"".join(events)
         call.complete = not call.broken
     finally:
         await _release(call, resp)
@@ -504,7 +516,7 @@ async def _count_tokens_translated(
         req,
         upstream,
         "/tokenize",
-        {"model": chat["model"], "messages": chat["messages"]},
+        _encode({"model": chat["model"], "messages": chat["messages"]}),
     )
     try:
         raw = await resp.read()
