@@ -12,151 +12,23 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-from django.conf import settings
 
-from console.gateway import ratelimit, routing, snapshot, translate
+from console.gateway import routing, translate
+from console.gateway.admission import (
+    UNAUTHORIZED,
+    admit_or_503,
+    authorized,
+    snapshot_or_503,
+)
 from console.gateway.errors import ANTHROPIC, OPENAI, GatewayError, error_response
 from console.gateway.http import Request, Response, StreamResponse, json_response
+from console.gateway.relay import Call, relay, relay_translated, release
 from console.gateway.services import key_digest, secret_from_headers
 from console.gateway.signals import upstream_error
-from console.gateway.snapshot import KeyInfo, Snapshot
-from console.gateway.sse import sse_batches, sse_data, sse_events
 from console.gateway.upstream import upstream_client
-
-UNAUTHORIZED = GatewayError(
-    401,
-    "Missing or invalid API key: send 'Authorization: Bearer <key>' "
-    "or 'x-api-key: <key>' "
-    "(admins create keys on the API keys page "
-    "or with `manage.py apikey create NAME`).",
-)
-
-
-def _json_body(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except UnicodeDecodeError:
-        raise GatewayError(400, "The request body is not UTF-8 JSON.") from None
-    except json.JSONDecodeError as exc:
-        raise GatewayError(
-            400,
-            f"The request body is not valid JSON: {exc.msg} "
-            f"at line {exc.lineno} column {exc.colno}.",
-        ) from None
-    except RecursionError:
-        raise GatewayError(
-            400, "The request body nests too deeply: flatten the JSON."
-        ) from None
-    if not isinstance(body, dict):
-        raise GatewayError(400, "The request body must be a JSON object.")
-    if body.get("stream_options") is not None and not isinstance(
-        body["stream_options"], dict
-    ):
-        raise GatewayError(
-            400,
-            'stream_options must be an object, e.g. {"include_usage": true}.',
-            param="stream_options",
-        )
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise GatewayError(400, "stream must be true or false.", param="stream")
-    model = body.get("model")
-    if isinstance(model, str) and not model.isprintable():
-        raise GatewayError(
-            400,
-            "model must be a served model name without control characters "
-            "(GET /v1/models lists them).",
-            param="model",
-        )
-    return body
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _check_bounds(body: dict[str, Any], protocol: str, path: str, limit: int) -> None:
-    """``n`` and the completion length within what the gateway serves: n from 1 to
-    GATEWAY_MAX_N, max_tokens from 1 to the model's context length (the smallest
-    max_model_len among its serving clusters)."""
-    if path.endswith("count_tokens"):
-        return
-    n = body.get("n")
-    if n is not None and (not _positive_int(n) or n > settings.GATEWAY_MAX_N):
-        raise GatewayError(
-            400,
-            f"n must be an integer from 1 to {settings.GATEWAY_MAX_N} "
-            "(completions per request on this gateway).",
-            param="n",
-        )
-    fields = (
-        ("max_tokens",)
-        if protocol == ANTHROPIC
-        else ("max_tokens", "max_completion_tokens")
-    )
-    for name in fields:
-        value = body.get(name)
-        if value is None:
-            if protocol == ANTHROPIC:
-                raise GatewayError(
-                    400, "max_tokens is required: a positive integer.", param=name
-                )
-            continue
-        if not _positive_int(value) or (limit and value > limit):
-            bound = (
-                f"from 1 to {limit} (the model's context length)"
-                if limit
-                else "of at least 1"
-            )
-            raise GatewayError(400, f"{name} must be an integer {bound}.", param=name)
-
-
-async def _authorized(
-    req: Request, protocol: str, path: str
-) -> tuple[KeyInfo, dict[str, Any], list[routing.Upstream], Snapshot]:
-    """Key, body, pool and the snapshot they came from; one Redis round trip when the
-    snapshot is current (which it is but for the first request after a change)."""
-    if req.method != "POST":
-        raise GatewayError(405, f"Use POST for {path}.")
-    secret = secret_from_headers(req.headers)
-    digest = key_digest(secret) if secret else ""
-    snap = snapshot.current()
-    key = snap.keys.get(digest)
-    body: dict[str, Any] | None = None
-    body_error: GatewayError | None = None
-    try:
-        body = _json_body(req.body)
-    except GatewayError as err:
-        body_error = err
-    pool: list[routing.Upstream] = []
-    if key is not None and body is not None:
-        try:
-            pool = routing.route(snap, body.get("model"))
-            limit = snap.models[body["model"]].max_model_len
-            _check_bounds(body, protocol, path, limit)
-        except GatewayError:
-            pool = []
-    # Count the request now only if it looks admissible on this snapshot.
-    admission = await ratelimit.admit(key.prefix if key and pool else None)
-    if admission.version != snap.version:
-        snap = await snapshot.snapshot_for(admission.version)
-        fresh = snap.keys.get(digest)
-        if fresh is None or key is None or fresh.prefix != key.prefix:
-            admission.counted = False
-        key = fresh
-    if key is None:
-        raise UNAUTHORIZED
-    if body_error is not None or body is None:
-        raise body_error or GatewayError(400, "The request body must be a JSON object.")
-    pool = routing.route(snap, body.get("model"))
-    _check_bounds(body, protocol, path, snap.models[body["model"]].max_model_len)
-    if not admission.counted:
-        admission = await ratelimit.admit(key.prefix)
-    ratelimit.check_limits(admission, rpm=key.rpm, tpm=key.tpm)
-    return key, body, pool, snap
 
 
 async def models(req: Request) -> Response:
@@ -165,7 +37,7 @@ async def models(req: Request) -> Response:
         if req.method != "GET":
             raise GatewayError(405, "Use GET for /v1/models.")
         secret = secret_from_headers(req.headers)
-        snap = await snapshot.snapshot_for(await ratelimit.cache_version())
+        snap = await snapshot_or_503((await admit_or_503(None)).version)
         if snap.keys.get(key_digest(secret) if secret else "") is None:
             raise UNAUTHORIZED
     except GatewayError as err:
@@ -183,84 +55,9 @@ async def models(req: Request) -> Response:
     return json_response({"object": "list", "data": data})
 
 
-class _Call:
-    """One proxied request's bookkeeping: the upstream it holds, the tokens it used,
-    released exactly once."""
-
-    def __init__(
-        self,
-        key: KeyInfo,
-        model: str,
-        upstream: routing.Upstream,
-        body: dict[str, Any],
-        size: int,
-    ) -> None:
-        self.key, self.model, self.upstream = key, model, upstream
-        self.usage: dict[str, int] = {}
-        self.events = 0  # engine events relayed (each carries at least one token)
-        self.streamed = False
-        self.complete = False  # the engine's stream ended whole (its usage is final)
-        self.broken = False
-        n = body.get("n") if _positive_int(body.get("n")) else 1
-        limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        self.most = n * limit if _positive_int(limit) else 0
-        self.prompt_estimate = size // 4 + 1  # ~4 bytes a token; no tokenizer here
-        self.done = False
-        routing.outstanding_enter(upstream)
-
-    def read_usage(self, data: Any) -> None:
-        """Take token counts from an OpenAI or Anthropic body/event (whichever fields it
-        has)."""
-        if not isinstance(data, dict):
-            return
-        usage = data.get("usage") or (data.get("message") or {}).get("usage")
-        if not isinstance(usage, dict):
-            return
-        for src, dst in (
-            ("prompt_tokens", "prompt_tokens"),
-            ("completion_tokens", "completion_tokens"),
-            ("input_tokens", "prompt_tokens"),
-            ("output_tokens", "completion_tokens"),
-        ):
-            if isinstance(usage.get(src), int) and usage[src] > 0:
-                self.usage[dst] = usage[src]
-
-    def tokens(self) -> tuple[int, int]:
-        """(prompt, completion): the engine's count; without one (the client hung up
-        before the usage chunk, or the engine broke off), an estimate that is never
-        below what was relayed: the events streamed, or the most the request could
-        produce (n x max_tokens) when it was not streamed."""
-        if self.streamed:
-            prompt = self.usage.get("prompt_tokens") or self.prompt_estimate
-            completion = self.usage.get("completion_tokens", 0)
-            if self.complete:
-                return prompt, completion
-            return prompt, max(completion, self.events)
-        if "completion_tokens" in self.usage:
-            return self.usage.get("prompt_tokens", 0), self.usage["completion_tokens"]
-        return self.usage.get("prompt_tokens") or self.prompt_estimate, self.most
-
-    async def finish(self, *, counted: bool = True) -> None:
-        """Release the upstream slot, then count the request if it reached an engine."""
-        if self.done:
-            return
-        self.done = True
-        routing.outstanding_leave(self.upstream)
-        if not counted:
-            return
-        prompt, completion = self.tokens()
-        await ratelimit.spend(
-            bucket=self.key.prefix,
-            key_id=self.key.pk,
-            model=self.model,
-            prompt=prompt,
-            completion=completion,
-        )
-
-
 async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResponse:
     try:
-        key, body, pool, _ = await _authorized(req, protocol, path)
+        key, body, pool, _ = await authorized(req, protocol, path)
         model = str(body["model"])
         # Least outstanding first; an engine that refuses the connection (the request
         # never reached it) hands over to the next cluster in the pool.
@@ -278,7 +75,7 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
                     continue
             send_path, send_body = _upstream_request(protocol, path, body, translated)
             data = req.body if send_body is body else _encode(send_body)
-            call = _Call(key, model, upstream, body, len(req.body))
+            call = Call(key, model, upstream, body, len(req.body))
             try:
                 upstream_resp = await _send(req, upstream, send_path, data)
             except _Unreachable:
@@ -311,7 +108,8 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
             raw = await upstream_resp.read()
         except (TimeoutError, aiohttp.ClientError):
             await upstream_error(upstream.cluster_id)
-            await _release(call, upstream_resp)
+            call.usage.setdefault("completion_tokens", 0)  # the engine's fault
+            await release(call, upstream_resp)
             return error_response(
                 GatewayError(
                     502,
@@ -321,7 +119,7 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
                 protocol,
             )
         except BaseException:  # client gone (cancelled)
-            await _release(call, upstream_resp)
+            await release(call, upstream_resp)
             raise
         upstream_resp.release()
         return await _plain(call, raw, upstream_resp, protocol, translated)
@@ -330,14 +128,14 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
         body["stream_options"].get("include_usage")
     )
     if translated:
-        relay = _relay_translated(call, upstream_resp)
+        chunks = relay_translated(call, upstream_resp)
     else:
-        relay = _relay(
+        chunks = relay(
             call,
             upstream_resp,
             drop_usage_chunk=protocol == OPENAI and not client_wants_usage,
         )
-    return StreamResponse(relay)
+    return StreamResponse(chunks)
 
 
 def _upstream_request(
@@ -394,7 +192,7 @@ async def _send(
 
 
 async def _plain(
-    call: _Call,
+    call: Call,
     raw: bytes,
     resp: aiohttp.ClientResponse,
     protocol: str,
@@ -427,81 +225,6 @@ async def _plain(
         content_type=resp.headers.get("content-type", "application/json"),
         headers=headers,
     )
-
-
-async def _chunks(call: _Call, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    """The engine's body as it arrives; an engine that breaks off or stalls past
-    GATEWAY_UPSTREAM_TIMEOUT_S ends it (and is counted for alerting)."""
-    try:
-        async for chunk in resp.content.iter_any():
-            yield chunk
-    except (TimeoutError, aiohttp.ClientError):
-        call.broken = True
-        await upstream_error(call.upstream.cluster_id)
-
-
-async def _relay(
-    call: _Call, resp: aiohttp.ClientResponse, *, drop_usage_chunk: bool
-) -> AsyncIterator[bytes]:
-    """Pass each upstream event on as it arrives; closing this generator (client gone)
-    closes the upstream stream."""
-    try:
-        async for events in sse_batches(_chunks(call, resp)):
-            call.events += len(events)
-            if any(b'"usage"' in event for event in events):
-                kept = []
-                for event in events:
-                    if b'"usage"' in event:
-                        data = sse_data(event)
-                        call.read_usage(data)
-                        if (
-                            drop_usage_chunk
-                            and isinstance(data, dict)
-                            and data.get("choices") == []
-                        ):
-                            continue  # the usage chunk the gateway asked for
-                    kept.append(event)
-                events = kept
-            if events:
-                yield events[0] if len(events) == 1 else b"".join(events)
-        call.complete = not call.broken
-    finally:
-        await _release(call, resp)
-
-
-async def _counted(call: _Call, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    async for event in events:
-        call.events += 1
-        yield event
-
-
-async def _relay_translated(
-    call: _Call, resp: aiohttp.ClientResponse
-) -> AsyncIterator[bytes]:
-    try:
-        async for frame in translate.chat_stream_to_messages(
-            _counted(call, sse_events(_chunks(call, resp))), call.model, call.usage
-        ):
-            yield frame
-        call.complete = not call.broken
-    finally:
-        await _release(call, resp)
-
-
-async def _release(call: _Call, resp: aiohttp.ClientResponse) -> None:
-    """Hand the connection back (answer read whole) or close it, then count the
-    request, even if closing fails.
-
-    On a client disconnect, closing drops the engine's connection mid-answer, which
-    the engine sees as an abort (vLLM frees the sequence's KV cache).
-    """
-    try:
-        if resp.content.at_eof():
-            resp.release()
-        else:
-            resp.close()
-    finally:
-        await call.finish()
 
 
 async def _count_tokens_translated(
