@@ -83,23 +83,39 @@ async def _send_plain(send: Any, response: Response) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
+def _is_last(chunk: bytes) -> bool:
+    """The stream's end marker: OpenAI's ``data: [DONE]``, Anthropic's message_stop."""
+    return chunk.endswith(b"[DONE]\n\n") or b"event: message_stop" in chunk[-80:]
+
+
 async def _send_stream(
     send: Any, response: StreamResponse, state: dict[str, bool]
 ) -> None:
+    """Relay the chunks; the end marker goes out together with the end of the body
+    (one write instead of two), after the relay has counted the request."""
     chunks = response.chunks
+    head = _head(response.status, response.content_type, response.headers)
     try:
-        first = True
+        pending: list[bytes] = []
         async for chunk in chunks:
-            if first:
+            if head:
+                await send(head)
+                head = {}
+            if not _is_last(chunk):
                 await send(
-                    _head(response.status, response.content_type, response.headers)
+                    {"type": "http.response.body", "body": chunk, "more_body": True}
                 )
-                first = False
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        if first:
-            await send(_head(response.status, response.content_type, response.headers))
+                continue
+            pending.append(chunk)
+            async for (
+                more
+            ) in chunks:  # normally none: this runs the relay's bookkeeping
+                pending.append(more)
+            break
+        if head:
+            await send(head)
         state["done"] = True
-        await send({"type": "http.response.body", "body": b""})
+        await send({"type": "http.response.body", "body": b"".join(pending)})
     finally:
         await chunks.aclose()  # type: ignore[attr-defined]
 
