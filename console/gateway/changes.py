@@ -57,7 +57,7 @@ def _client() -> redis.Redis:
     with _client_lock:
         if _sync_client is None:
             _sync_client = redis.Redis.from_url(
-                str(settings.REDIS_URL), socket_timeout=2, socket_connect_timeout=2
+                str(settings.REDIS_URL), socket_timeout=1, socket_connect_timeout=0.5
             )
         return _sync_client
 
