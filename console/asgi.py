@@ -20,11 +20,7 @@ from console.routing import websocket_urlpatterns  # noqa: E402
 async def http_app(scope, receive, send):  # type: ignore[no-untyped-def]
     """/v1/ is the API-key gateway's own ASGI app (console.gateway.app); the rest is
     plain Django."""
-    app = (
-        gateway_app
-        if scope["path"].startswith(GATEWAY_PREFIX)
-        else django_asgi_app
-    )
+    app = gateway_app if scope["path"].startswith(GATEWAY_PREFIX) else django_asgi_app
     return await app(scope, receive, send)
 
 

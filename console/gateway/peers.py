@@ -64,7 +64,7 @@ async def exchange(client: aioredis.Redis, mine: dict[int, int]) -> dict[int, in
     args: list[str | int] = [proc, int(time.time() * 1000), TTL_MS]
     for cluster_id, count in mine.items():
         args += [cluster_id, count]
-    raw = await client.eval(_EXCHANGE, 1, PROCS_KEY, *args)  # type: ignore[misc]
+    raw = await client.eval(_EXCHANGE, 1, PROCS_KEY, *args)
     summed: dict[int, int] = {}
     for i in range(0, len(raw), 2):
         cluster_id = int(raw[i])

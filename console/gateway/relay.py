@@ -40,9 +40,9 @@ class Call:
         self.streamed = False
         self.complete = False  # the engine's stream ended whole (its usage is final)
         self.broken = False
-        n = body.get("n") if positive_int(body.get("n")) else 1
-        limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        self.most = n * limit if positive_int(limit) else 0
+        n: int = body["n"] if positive_int(body.get("n")) else 1
+        limit: Any = body.get("max_completion_tokens") or body.get("max_tokens")
+        self.most = n * int(limit) if positive_int(limit) else 0
         self.prompt_estimate = size // 4 + 1  # ~4 bytes a token; no tokenizer here
         self.done = False
         routing.outstanding_enter(upstream)

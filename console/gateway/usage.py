@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -46,7 +47,7 @@ def _client() -> redis.Redis:
     return changes._client()
 
 
-def _parse(raw: dict[bytes, bytes]) -> dict[tuple[int, str], list[int]]:
+def _parse(raw: dict[Any, Any]) -> dict[tuple[int, str], list[int]]:
     rows: defaultdict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     for name, value in raw.items():
         text = name.decode()
