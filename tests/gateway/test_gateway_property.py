@@ -124,3 +124,19 @@ def test_no_input_makes_the_gateway_fail(secret: str) -> None:
             assert b"accepted the connection" in resp.content  # the dead engine
 
     check()
+
+
+def test_redis_out_of_reach_gets_503_with_retry_after(secret: str) -> None:
+    from django.test import override_settings
+
+    from tests.factories import free_port as closed_port
+
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{closed_port()}/0"):
+        resp = Client().post(
+            "/v1/chat/completions",
+            {"model": "prop-m", "messages": [{"role": "user", "content": "hi"}]},
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {secret}",
+        )
+    assert resp.status_code == 503 and resp["Retry-After"] == "5"
+    assert "rate limiter is unreachable" in resp.json()["error"]["message"]
