@@ -81,7 +81,11 @@ def cache_version_bump() -> None:
 
 def touches_gateway(sql: str) -> bool:
     """True when ``sql`` writes a column the gateway caches."""
-    head = sql[:7].upper()
+    head = sql[:8].upper()
+    if head.startswith(
+        "TRUNCATE"
+    ):  # PostgreSQL's flush (test teardown, manage.py flush)
+        return any(f'"{table}"' in sql or f"`{table}`" in sql for table in WATCHED)
     if not (
         head.startswith("UPDATE")
         or head.startswith("INSERT")
