@@ -24,3 +24,6 @@ class ConsoleConfig(AppConfig):
         from console.signals import connect_signals
 
         connect_signals()
+        from console.gateway import changes
+
+        changes.install()  # writes to keys/clusters/nodes/profiles bump the gateway's cache

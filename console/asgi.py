@@ -13,19 +13,14 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from console.gateway.asgi import GATEWAY_PREFIX, GatewayASGIHandler  # noqa: E402
+from console.gateway.app import GATEWAY_PREFIX, gateway_app  # noqa: E402
 from console.routing import websocket_urlpatterns  # noqa: E402
-
-gateway_asgi_app = GatewayASGIHandler()
 
 
 async def http_app(scope, receive, send):  # type: ignore[no-untyped-def]
-    """/v1/ (API-key gateway) skips the browser middleware; the rest is plain Django."""
-    app = (
-        gateway_asgi_app
-        if scope["path"].startswith(GATEWAY_PREFIX)
-        else django_asgi_app
-    )
+    """/v1/ is the API-key gateway's own ASGI app (console.gateway.app); the rest is
+    plain Django."""
+    app = gateway_app if scope["path"].startswith(GATEWAY_PREFIX) else django_asgi_app
     return await app(scope, receive, send)
 
 

@@ -465,3 +465,5 @@ GATEWAY_UPSTREAM_TIMEOUT_S = env_int("GATEWAY_UPSTREAM_TIMEOUT_S", 600, minimum=
 GATEWAY_CONNECT_TIMEOUT_S = env_int("GATEWAY_CONNECT_TIMEOUT_S", 5, minimum=1)
 # Usage counters per key x model are written at most once per this many seconds (0 = every request).
 GATEWAY_USAGE_FLUSH_S = env_int("GATEWAY_USAGE_FLUSH_S", 5, minimum=0)
+# Most completions one request may ask for (OpenAI's `n`); max_tokens is bounded by the model's max_model_len.
+GATEWAY_MAX_N = env_int("GATEWAY_MAX_N", 8, minimum=1)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from django.http import JsonResponse
+from console.gateway.http import Response, json_response
 
 OPENAI = "openai"
 ANTHROPIC = "anthropic"
@@ -12,6 +12,8 @@ _OPENAI_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
     429: "rate_limit_error",
     502: "api_error",
     503: "service_unavailable",
@@ -20,6 +22,8 @@ _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
     429: "rate_limit_error",
     502: "api_error",
     503: "overloaded_error",
@@ -45,7 +49,7 @@ class GatewayError(Exception):
         self.retry_after = retry_after
 
 
-def error_response(err: GatewayError, protocol: str) -> JsonResponse:
+def error_response(err: GatewayError, protocol: str) -> Response:
     """The error as the client's SDK expects it, with Retry-After when the error has
     one."""
     if protocol == ANTHROPIC:
@@ -65,7 +69,5 @@ def error_response(err: GatewayError, protocol: str) -> JsonResponse:
                 "code": err.status,
             }
         }
-    response = JsonResponse(body, status=err.status)
-    if err.retry_after is not None:
-        response["Retry-After"] = str(err.retry_after)
-    return response
+    headers = {} if err.retry_after is None else {"Retry-After": str(err.retry_after)}
+    return json_response(body, err.status, headers)

@@ -1,29 +1,81 @@
 """Per-key rate limits in Redis: requests and tokens per fixed one-minute window.
 
-Requests are counted when admitted; tokens when the answer's usage is known, so a
-key over its token budget is refused from its next request until the window ends.
+A request costs one Redis round trip before it is sent on (``admit``: the cache
+version, and when the key is known the request count and the window's tokens — one
+Lua script) and one after its answer (``spend``: the tokens against the limit and the
+usage counters, console.gateway.usage). Requests are counted when admitted; tokens
+when the answer's usage is known, so a key over its token budget is refused from its
+next request until the window ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import weakref
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from console.gateway.changes import VERSION_KEY
 from console.gateway.errors import GatewayError
 
-_clients: dict[int, aioredis.Redis] = {}
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = (
+    weakref.WeakKeyDictionary()
+)
 WINDOW_S = 60
+
+# KEYS: version, requests of the window, tokens of the window. ARGV: count? (1/0), ttl
+_ADMIT = """
+local v = redis.call('GET', KEYS[1]) or '0'
+if ARGV[1] == '0' then return {v} end
+local c = redis.call('INCR', KEYS[2])
+if c == 1 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
+return {v, c, redis.call('GET', KEYS[3]) or '0'}
+"""
+# KEYS: tokens of the window, pending usage hash.
+# ARGV: tokens, ttl, usage field prefix, requests, prompt tokens, completion tokens
+_SPEND = """
+if tonumber(ARGV[1]) > 0 then
+  redis.call('INCRBY', KEYS[1], ARGV[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+redis.call('HINCRBY', KEYS[2], ARGV[3] .. 'r', ARGV[4])
+if ARGV[5] ~= '0' then redis.call('HINCRBY', KEYS[2], ARGV[3] .. 'p', ARGV[5]) end
+if ARGV[6] ~= '0' then redis.call('HINCRBY', KEYS[2], ARGV[3] .. 'c', ARGV[6]) end
+return 1
+"""
+_scripts: weakref.WeakKeyDictionary[aioredis.Redis, tuple[object, object]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _redis() -> aioredis.Redis:
     """One client per event loop (a redis.asyncio connection cannot cross loops)."""
-    loop = id(asyncio.get_running_loop())
-    if loop not in _clients:
-        _clients[loop] = aioredis.Redis.from_url(str(settings.REDIS_URL))
-    return _clients[loop]
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        client = _clients[loop] = aioredis.Redis.from_url(str(settings.REDIS_URL))
+    return client
+
+
+async def redis_close() -> None:
+    """Close the running loop's client (a loop that ends after one request)."""
+    client = _clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
+
+
+def _script(index: int) -> object:
+    client = _redis()
+    pair = _scripts.get(client)
+    if pair is None:
+        pair = _scripts[client] = (
+            client.register_script(_ADMIT),
+            client.register_script(_SPEND),
+        )
+    return pair[index]
 
 
 def _window() -> tuple[int, int]:
@@ -32,24 +84,42 @@ def _window() -> tuple[int, int]:
     return start, max(1, int(start + WINDOW_S - now + 0.999))
 
 
-async def ratelimit_admit(*, bucket: str, rpm: int, tpm: int) -> None:
-    """Count one request against the key's window; raise GatewayError(429) with Retry-
-    After past either limit."""
-    start, retry_after = _window()
-    req_key, tok_key = f"gw:rl:{bucket}:{start}:req", f"gw:rl:{bucket}:{start}:tok"
-    async with _redis().pipeline(transaction=True) as pipe:
-        pipe.incr(req_key)
-        pipe.expire(req_key, WINDOW_S * 2)
-        pipe.get(tok_key)
-        count, _, tokens = await pipe.execute()
-    if count > rpm:
+@dataclass
+class Admission:
+    """What one admit round trip found: the cache version and, when counted, the
+    window's request count and tokens."""
+
+    version: int
+    counted: bool
+    requests: int = 0
+    tokens: int = 0
+
+
+async def admit(bucket: str | None) -> Admission:
+    """Read the cache version; with a key's ``bucket``, count the request too."""
+    start, _ = _window()
+    keys = [VERSION_KEY, f"gw:rl:{bucket}:{start}:req", f"gw:rl:{bucket}:{start}:tok"]
+    raw = await _script(0)(keys=keys, args=[1 if bucket else 0, WINDOW_S * 2])  # type: ignore[operator]
+    if bucket is None:
+        return Admission(int(raw[0]), False)
+    return Admission(int(raw[0]), True, int(raw[1]), int(raw[2]))
+
+
+async def cache_version() -> int:
+    return (await admit(None)).version
+
+
+def check_limits(admission: Admission, *, rpm: int, tpm: int) -> None:
+    """Raise GatewayError(429) with Retry-After past either limit."""
+    _, retry_after = _window()
+    if admission.requests > rpm:
         raise GatewayError(
             429,
             f"Rate limit reached: {rpm} requests per minute for this key. "
             f"Retry after {retry_after} s.",
             retry_after=retry_after,
         )
-    if int(tokens or 0) >= tpm:
+    if admission.tokens >= tpm:
         raise GatewayError(
             429,
             f"Rate limit reached: {tpm} tokens per minute for this key. "
@@ -58,13 +128,31 @@ async def ratelimit_admit(*, bucket: str, rpm: int, tpm: int) -> None:
         )
 
 
-async def ratelimit_spend(*, bucket: str, tokens: int) -> None:
-    """Add a finished request's tokens to the key's current window."""
-    if tokens <= 0:
-        return
+async def ratelimit_admit(*, bucket: str, rpm: int, tpm: int) -> None:
+    """Count one request against the key's window; 429 past either limit."""
+    check_limits(await admit(bucket), rpm=rpm, tpm=tpm)
+
+
+async def spend(
+    *, bucket: str, key_id: int, model: str, prompt: int, completion: int
+) -> None:
+    """Add a finished request's tokens to the key's window and to the usage counters
+    (flushed to the database by console.gateway.usage)."""
+    from console.gateway.usage import PENDING_KEY, field_prefix
+
     start, _ = _window()
-    tok_key = f"gw:rl:{bucket}:{start}:tok"
-    async with _redis().pipeline(transaction=True) as pipe:
-        pipe.incrby(tok_key, tokens)
-        pipe.expire(tok_key, WINDOW_S * 2)
-        await pipe.execute()
+    await _script(1)(  # type: ignore[operator]
+        keys=[f"gw:rl:{bucket}:{start}:tok", PENDING_KEY],
+        args=[
+            prompt + completion,
+            WINDOW_S * 2,
+            field_prefix(key_id, model),
+            1,
+            prompt,
+            completion,
+        ],
+    )
+    if not settings.GATEWAY_USAGE_FLUSH_S:
+        from console.gateway.usage import usage_flush_soon
+
+        usage_flush_soon()

@@ -1,9 +1,11 @@
 """Model name -> the head nodes of clusters serving it; least outstanding requests
 across the pool.
 
-Outstanding requests are counted in process (one dict per console process): each
-worker process balances its own traffic, which is what it can see without a network
-round trip per request.
+Routes come from the process's snapshot (console.gateway.snapshot), never from a
+query per request. Outstanding requests are counted in process and shared between
+worker processes through Redis (console.gateway.peers): a process ranks upstreams by
+its own live count plus the other processes' counts as last published (at most
+``peers.PUBLISH_S`` old).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from console.engine_auth import engine_api_key
+from console.gateway import peers
 from console.gateway.errors import GatewayError
-from console.models import Cluster, ClusterState, Node, NodeRole
+from console.gateway.snapshot import Snapshot
+from console.models import ClusterState, Node, NodeRole
 
 SERVING = (
     ClusterState.RUNNING,
@@ -38,6 +42,10 @@ class Upstream:
     cluster_name: str
     base_url: str
     vllm_version: str
+    model: str = ""
+    max_model_len: int = 0
+    # the engine's --api-key (console.engine_auth), sent as a bearer token; never logged
+    api_key: str | None = None
 
     def has(self, since: tuple[int, ...]) -> bool:
         return version_key(self.vllm_version) >= since
@@ -52,21 +60,17 @@ def version_key(version: str) -> tuple[int, ...]:
     )
 
 
-async def served_models() -> list[str]:
+def served_models(snap: Snapshot) -> list[str]:
     """Model names served by a cluster that can answer now."""
-    names = (
-        Cluster.objects.filter(state__in=SERVING)
-        .values_list("profile__served_model_name", flat=True)
-        .distinct()
-    )
-    return sorted({n async for n in names})
+    return snap.served
 
 
-async def upstreams_for(model: str) -> list[Upstream]:
-    """The serving clusters for ``model`` (one query when some cluster serves it).
+def route(snap: Snapshot, model: object) -> list[Upstream]:
+    """The serving clusters for ``model``.
 
-    Raises GatewayError 404 when no cluster serves the model, 503 + Retry-After when
-    clusters exist but none is serving (draining, restarting, stopped).
+    Raises GatewayError 400 for a missing or malformed name, 404 when no cluster
+    serves the model, 503 + Retry-After when clusters exist but none is serving
+    (draining, restarting, stopped).
     """
     if not isinstance(model, str) or not model:
         raise GatewayError(
@@ -75,22 +79,21 @@ async def upstreams_for(model: str) -> list[Upstream]:
             "(GET /v1/models lists them).",
             param="model",
         )
-    # In the shared thread pool: concurrent requests do not queue on one thread.
-    pool = await sync_to_async(_serving_pool, thread_sensitive=False)(model)
-    if pool:
-        return pool
-    clusters = [
-        c async for c in Cluster.objects.filter(profile__served_model_name=model)
-    ]
-    if not clusters:
+    entry = snap.models.get(model)
+    if entry is not None and entry.upstreams:
+        return list(entry.upstreams)
+    if entry is None:
+        shown = (
+            model if model.isprintable() and len(model) <= 120 else repr(model[:120])
+        )
         raise GatewayError(
             404,
-            f"The model `{model}` does not exist: no cluster serves it "
+            f"The model `{shown}` does not exist: no cluster serves it "
             "(GET /v1/models lists the served models).",
             param="model",
         )
-    states = ", ".join(f"{c.name}: {c.state}" for c in clusters)
-    transitional = any(c.state in TRANSITIONAL for c in clusters)
+    states = ", ".join(f"{name}: {state}" for name, state in entry.clusters)
+    transitional = any(state in TRANSITIONAL for _, state in entry.clusters)
     retry = settings.GATEWAY_RETRY_AFTER_S * (1 if transitional else 6)
     raise GatewayError(
         503,
@@ -100,13 +103,27 @@ async def upstreams_for(model: str) -> list[Upstream]:
     )
 
 
-def _serving_pool(model: str) -> list[Upstream]:
-    heads = Node.objects.filter(
-        role=NodeRole.HEAD,
-        rank=0,
-        cluster__profile__served_model_name=model,
-        cluster__state__in=SERVING,
+async def upstreams_for(model: str) -> list[Upstream]:
+    """``route`` on a snapshot as new as the cache version in Redis."""
+    from console.gateway.ratelimit import cache_version
+    from console.gateway.snapshot import snapshot_for
+
+    return route(await snapshot_for(await cache_version()), model)
+
+
+def _heads() -> object:
+    return Node.objects.filter(
+        role=NodeRole.HEAD, rank=0, cluster__state__in=SERVING
     ).select_related("cluster__profile")
+
+
+def serving_upstreams() -> list[Upstream]:
+    """Every serving cluster's head as an upstream (sync, one query)."""
+    return [_upstream(h) for h in _heads().order_by("cluster__name")]  # type: ignore[attr-defined]
+
+
+def _serving_pool(model: str) -> list[Upstream]:
+    heads = _heads().filter(cluster__profile__served_model_name=model)  # type: ignore[attr-defined]
     return [_upstream(h) for h in heads]
 
 
@@ -114,22 +131,38 @@ def _upstream(head: Node) -> Upstream:
     cluster = head.cluster
     assert cluster is not None  # the query follows head -> cluster
     base_url = f"http://{_host(head.management_ip)}:{head.api_port}"
-    return Upstream(cluster.pk, cluster.name, base_url, cluster.profile.vllm_version)
+    profile = cluster.profile
+    return Upstream(
+        cluster.pk,
+        cluster.name,
+        base_url,
+        profile.vllm_version,
+        model=profile.served_model_name,
+        max_model_len=profile.max_model_len or 0,
+        api_key=engine_api_key(cluster.name),
+    )
 
 
 def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip else ip
 
 
+def _load(upstream: Upstream) -> tuple[int, str]:
+    return (
+        _outstanding[upstream.cluster_id] + peers.others(upstream.cluster_id),
+        upstream.cluster_name,
+    )
+
+
 def upstream_pick(pool: list[Upstream]) -> Upstream:
-    """The upstream with the fewest requests in flight from this process (first by name
-    on a tie)."""
-    return min(pool, key=lambda u: (_outstanding[u.cluster_id], u.cluster_name))
+    """The upstream with the fewest requests in flight (this process's live count plus
+    the other processes' last published counts; first by name on a tie)."""
+    return min(pool, key=_load)
 
 
 def upstreams_by_load(pool: list[Upstream]) -> list[Upstream]:
-    """The pool ordered by requests in flight from this process (then by name)."""
-    return sorted(pool, key=lambda u: (_outstanding[u.cluster_id], u.cluster_name))
+    """The pool ordered by requests in flight (then by name)."""
+    return sorted(pool, key=_load)
 
 
 def outstanding_enter(upstream: Upstream) -> None:
@@ -141,4 +174,9 @@ def outstanding_leave(upstream: Upstream) -> None:
 
 
 def outstanding(cluster_id: int) -> int:
+    """Requests in flight from this process."""
     return _outstanding[cluster_id]
+
+
+def outstanding_all() -> dict[int, int]:
+    return {k: v for k, v in _outstanding.items() if v}

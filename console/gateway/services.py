@@ -1,5 +1,5 @@
-"""API key writes (create, revoke; audited) and the key lookup the gateway authenticates
-with."""
+"""API key writes (create, revoke; audited) and how a request presents its key (the
+gateway looks keys up in its snapshot, console.gateway.snapshot)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import hashlib
 import secrets
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
@@ -94,23 +93,7 @@ def _public(key: ApiKey) -> dict[str, Any] | None:
 def secret_from_headers(headers: Any) -> str | None:
     """The key from ``Authorization: Bearer <key>`` (OpenAI) or ``x-api-key``
     (Anthropic)."""
-    auth = headers.get("Authorization", "")
+    auth = headers.get("authorization", "")  # lower-case names (case-blind in Django's)
     if auth[:7].lower() == "bearer ":
         return auth[7:].strip() or None
     return headers.get("x-api-key") or None
-
-
-async def apikey_authenticate(secret: str | None) -> ApiKey | None:
-    """Return the active key whose digest matches, or None.
-
-    The lookup runs in the shared thread pool (not Django's one thread for
-    thread-sensitive code) so concurrent gateway requests do not queue behind each
-    other's queries.
-    """
-    if not secret:
-        return None
-    return await sync_to_async(_active_key, thread_sensitive=False)(key_digest(secret))
-
-
-def _active_key(digest: str) -> ApiKey | None:
-    return ApiKey.objects.filter(digest=digest, revoked_at=None).first()

@@ -1,81 +1,45 @@
-"""``/v1/...``: OpenAI and Anthropic endpoints in front of the clusters (async views;
-API-key auth, no session)."""
+"""``/v1/...``: OpenAI and Anthropic endpoints in front of the clusters (API-key auth,
+no session), served by the gateway's own ASGI app (console.gateway.app).
+
+A request costs, before it is sent on: a sha256 of its key, a lookup of key and
+route in the process's snapshot, one Redis round trip (cache version + rate limit),
+and a pooled connection to the engine. After the answer: one Redis round trip
+(tokens against the limit + usage counters).
+"""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.http.response import HttpResponseBase
-from django.views.decorators.csrf import csrf_exempt
+import aiohttp
 
 from console.gateway import routing, translate
+from console.gateway.admission import (
+    UNAUTHORIZED,
+    admit_or_503,
+    authorized,
+    snapshot_or_503,
+)
 from console.gateway.errors import ANTHROPIC, OPENAI, GatewayError, error_response
-from console.gateway.ratelimit import ratelimit_admit, ratelimit_spend
-from console.gateway.services import apikey_authenticate, secret_from_headers
+from console.gateway.http import Request, Response, StreamResponse, json_response
+from console.gateway.relay import Call, relay, relay_translated, release
+from console.gateway.services import key_digest, secret_from_headers
 from console.gateway.signals import upstream_error
-from console.gateway.sse import sse_data, sse_events
 from console.gateway.upstream import upstream_client
-from console.gateway.usage import usage_add, usage_maybe_flush
-from console.models import ApiKey
-
-STREAM_HEADERS = {
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}  # nginx must not buffer SSE
 
 
-async def _authenticate(request: HttpRequest) -> ApiKey:
-    key = await apikey_authenticate(secret_from_headers(request.headers))
-    if key is None:
-        raise GatewayError(
-            401,
-            "Missing or invalid API key: send 'Authorization: Bearer <key>' "
-            "or 'x-api-key: <key>' "
-            "(admins create keys on the API keys page "
-            "or with `manage.py apikey create NAME`).",
-        )
-    return key
-
-
-def _json_body(request: HttpRequest) -> dict[str, Any]:
-    try:
-        body = json.loads(request.body)
-    except UnicodeDecodeError:
-        raise GatewayError(400, "The request body is not UTF-8 JSON.") from None
-    except json.JSONDecodeError as exc:
-        raise GatewayError(
-            400,
-            f"The request body is not valid JSON: {exc.msg} "
-            f"at line {exc.lineno} column {exc.colno}.",
-        ) from None
-    if not isinstance(body, dict):
-        raise GatewayError(400, "The request body must be a JSON object.")
-    if body.get("stream_options") is not None and not isinstance(
-        body["stream_options"], dict
-    ):
-        raise GatewayError(
-            400,
-            'stream_options must be an object, e.g. {"include_usage": true}.',
-            param="stream_options",
-        )
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise GatewayError(400, "stream must be true or false.", param="stream")
-    return body
-
-
-@csrf_exempt
-async def models(request: HttpRequest) -> HttpResponse:
+async def models(req: Request) -> Response:
     """``GET /v1/models``: the models a serving cluster answers for."""
     try:
-        if request.method != "GET":
+        if req.method != "GET":
             raise GatewayError(405, "Use GET for /v1/models.")
-        await _authenticate(request)
+        secret = secret_from_headers(req.headers)
+        snap = await snapshot_or_503((await admit_or_503(None)).version)
+        if snap.keys.get(key_digest(secret) if secret else "") is None:
+            raise UNAUTHORIZED
     except GatewayError as err:
         return error_response(err, OPENAI)
     now = int(time.time())
@@ -86,89 +50,15 @@ async def models(request: HttpRequest) -> HttpResponse:
             "created": now,
             "owned_by": "ascend-vllm-console",
         }
-        for name in await routing.served_models()
+        for name in routing.served_models(snap)
     ]
-    return JsonResponse({"object": "list", "data": data})
+    return json_response({"object": "list", "data": data})
 
 
-@csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponseBase:
-    return await _proxy(request, OPENAI, "/v1/chat/completions")
-
-
-@csrf_exempt
-async def completions(request: HttpRequest) -> HttpResponseBase:
-    return await _proxy(request, OPENAI, "/v1/completions")
-
-
-@csrf_exempt
-async def messages(request: HttpRequest) -> HttpResponseBase:
-    return await _proxy(request, ANTHROPIC, "/v1/messages")
-
-
-@csrf_exempt
-async def count_tokens(request: HttpRequest) -> HttpResponseBase:
-    return await _proxy(request, ANTHROPIC, "/v1/messages/count_tokens")
-
-
-class _Call:
-    """One proxied request's bookkeeping: the upstream it holds, the tokens it used,
-    released exactly once."""
-
-    def __init__(self, key: ApiKey, model: str, upstream: routing.Upstream) -> None:
-        self.key, self.model, self.upstream = key, model, upstream
-        self.usage: dict[str, int] = {}
-        self.done = False
-        routing.outstanding_enter(upstream)
-
-    def read_usage(self, data: Any) -> None:
-        """Take token counts from an OpenAI or Anthropic body/event (whichever fields it
-        has)."""
-        if not isinstance(data, dict):
-            return
-        usage = data.get("usage") or (data.get("message") or {}).get("usage")
-        if not isinstance(usage, dict):
-            return
-        for src, dst in (
-            ("prompt_tokens", "prompt_tokens"),
-            ("completion_tokens", "completion_tokens"),
-            ("input_tokens", "prompt_tokens"),
-            ("output_tokens", "completion_tokens"),
-        ):
-            if isinstance(usage.get(src), int) and usage[src] > 0:
-                self.usage[dst] = usage[src]
-
-    async def finish(self, *, counted: bool = True) -> None:
-        """Release the upstream slot, then count the request if it reached an engine."""
-        if self.done:
-            return
-        self.done = True
-        routing.outstanding_leave(self.upstream)
-        if not counted:
-            return
-        prompt, completion = (
-            self.usage.get("prompt_tokens", 0),
-            self.usage.get("completion_tokens", 0),
-        )
-        usage_add(
-            key_id=self.key.pk,
-            model=self.model,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-        )
-        await ratelimit_spend(bucket=self.key.prefix, tokens=prompt + completion)
-        await usage_maybe_flush()
-
-
-async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponseBase:
+async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResponse:
     try:
-        if request.method != "POST":
-            raise GatewayError(405, f"Use POST for {path}.")
-        key = await _authenticate(request)
-        body = _json_body(request)
-        model = body.get("model")
-        pool = await routing.upstreams_for(model)  # type: ignore[arg-type]
-        await ratelimit_admit(bucket=key.prefix, rpm=key.rpm, tpm=key.tpm)
+        key, body, pool, _ = await authorized(req, protocol, path)
+        model = str(body["model"])
         # Least outstanding first; an engine that refuses the connection (the request
         # never reached it) hands over to the next cluster in the pool.
         for upstream in routing.upstreams_by_load(pool):
@@ -178,11 +68,16 @@ async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponse
                 else routing.MESSAGES_SINCE
             )
             if translated and path.endswith("count_tokens"):
-                return await _count_tokens_translated(request, key, body, upstream)
+                try:
+                    return await _count_tokens_translated(req, body, upstream)
+                except _Unreachable:
+                    await upstream_error(upstream.cluster_id)
+                    continue
             send_path, send_body = _upstream_request(protocol, path, body, translated)
-            call = _Call(key, str(model), upstream)
+            data = req.body if send_body is body else _encode(send_body)
+            call = Call(key, model, upstream, body, len(req.body))
             try:
-                upstream_resp = await _send(request, upstream, send_path, send_body)
+                upstream_resp = await _send(req, upstream, send_path, data)
             except _Unreachable:
                 await upstream_error(upstream.cluster_id)
                 await call.finish(counted=False)
@@ -194,7 +89,7 @@ async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponse
             except BaseException:
                 await call.finish()
                 raise
-            if upstream_resp.status_code >= 500:
+            if upstream_resp.status >= 500:
                 await upstream_error(upstream.cluster_id)
             break
         else:
@@ -207,29 +102,40 @@ async def _proxy(request: HttpRequest, protocol: str, path: str) -> HttpResponse
             )
     except GatewayError as err:
         return error_response(err, protocol)
-    stream = bool(body.get("stream")) and upstream_resp.status_code == 200
+    stream = bool(body.get("stream")) and upstream_resp.status == 200
     if not stream:
         try:
-            raw = await upstream_resp.aread()
-        except BaseException:  # client gone (cancelled) or engine broke off
-            await _release(call, upstream_resp)
+            raw = await upstream_resp.read()
+        except (TimeoutError, aiohttp.ClientError):
+            await upstream_error(upstream.cluster_id)
+            call.usage.setdefault("completion_tokens", 0)  # the engine's fault
+            await release(call, upstream_resp)
+            return error_response(
+                GatewayError(
+                    502,
+                    f"Cluster {upstream.cluster_name} broke off its answer; retry shortly.",
+                    retry_after=5,
+                ),
+                protocol,
+            )
+        except BaseException:  # client gone (cancelled)
+            await release(call, upstream_resp)
             raise
-        await upstream_resp.aclose()
+        upstream_resp.release()
         return await _plain(call, raw, upstream_resp, protocol, translated)
+    call.streamed = True
     client_wants_usage = isinstance(body.get("stream_options"), dict) and bool(
         body["stream_options"].get("include_usage")
     )
     if translated:
-        relay = _relay_translated(call, upstream_resp)
+        chunks = relay_translated(call, upstream_resp)
     else:
-        relay = _relay(
+        chunks = relay(
             call,
             upstream_resp,
             drop_usage_chunk=protocol == OPENAI and not client_wants_usage,
         )
-    return StreamingHttpResponse(
-        relay, content_type="text/event-stream", headers=STREAM_HEADERS
-    )
+    return StreamResponse(chunks)
 
 
 def _upstream_request(
@@ -250,27 +156,33 @@ class _Unreachable(Exception):
     """The engine refused or timed out the connection: the request never reached it."""
 
 
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 async def _send(
-    request: HttpRequest, upstream: routing.Upstream, path: str, body: dict[str, Any]
-) -> httpx.Response:
+    req: Request, upstream: routing.Upstream, path: str, data: bytes
+) -> aiohttp.ClientResponse:
+    """POST ``data`` (the client's body as it came, or the gateway's rewrite)."""
     headers = {
         "Content-Type": "application/json",
-        "X-Request-ID": request.headers.get("X-Request-ID") or uuid.uuid4().hex,
+        "X-Request-ID": req.headers.get("x-request-id") or uuid.uuid4().hex,
     }
-    if request.headers.get("anthropic-version"):
-        headers["anthropic-version"] = request.headers["anthropic-version"]
-    client = upstream_client()
-    req = client.build_request(
-        "POST",
-        upstream.base_url + path,
-        content=json.dumps(body).encode(),
-        headers=headers,
-    )
+    if req.headers.get("anthropic-version"):
+        headers["anthropic-version"] = req.headers["anthropic-version"]
+    if upstream.api_key:
+        # vLLM's --api-key guards /v1/* with this bearer token (vllm/entrypoints/
+        # openai/api_server.py, AuthenticationMiddleware)
+        headers["Authorization"] = f"Bearer {upstream.api_key}"
     try:
-        return await client.send(req, stream=True)
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        return await upstream_client().post(
+            upstream.base_url + path,
+            data=data,
+            headers=headers,
+        )
+    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
         raise _Unreachable(str(exc)) from None
-    except httpx.HTTPError as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         raise GatewayError(
             502,
             f"Cluster {upstream.cluster_name} did not answer "
@@ -280,99 +192,90 @@ async def _send(
 
 
 async def _plain(
-    call: _Call, raw: bytes, resp: httpx.Response, protocol: str, translated: bool
-) -> HttpResponse:
+    call: Call,
+    raw: bytes,
+    resp: aiohttp.ClientResponse,
+    protocol: str,
+    translated: bool,
+) -> Response:
     try:
         data: Any = json.loads(raw)
     except ValueError:
         data = None
     call.read_usage(data)
+    if resp.status >= 400 and "completion_tokens" not in call.usage:
+        call.usage["completion_tokens"] = 0  # refused: nothing was generated
     await call.finish()
     if (
         translated
-        and resp.status_code == 200
+        and resp.status == 200
         and isinstance(data, dict)
         and "choices" in data
     ):
-        return JsonResponse(translate.chat_to_message(data, call.model))
-    if translated and resp.status_code >= 400:
-        err = GatewayError(resp.status_code, translate.openai_error_to_anthropic(data))
+        return json_response(translate.chat_to_message(data, call.model))
+    if translated and resp.status >= 400:
+        err = GatewayError(resp.status, translate.openai_error_to_anthropic(data))
         return error_response(err, protocol)
-    out = HttpResponse(
-        raw,
-        status=resp.status_code,
-        content_type=resp.headers.get("content-type", "application/json"),
-    )
+    headers = {}
     if "retry-after" in resp.headers:
-        out["Retry-After"] = resp.headers["retry-after"]
-    return out
-
-
-async def _relay(
-    call: _Call, resp: httpx.Response, *, drop_usage_chunk: bool
-) -> AsyncIterator[bytes]:
-    """Pass each upstream event on as it arrives; closing this generator (client gone)
-    closes the upstream stream."""
-    try:
-        async for event in sse_events(resp.aiter_raw()):
-            if b'"usage"' in event:
-                data = sse_data(event)
-                call.read_usage(data)
-                if (
-                    drop_usage_chunk
-                    and isinstance(data, dict)
-                    and data.get("choices") == []
-                ):
-                    continue  # the usage chunk the gateway asked for, not the client
-            yield event
-    finally:
-        await _release(call, resp)
-
-
-async def _relay_translated(call: _Call, resp: httpx.Response) -> AsyncIterator[bytes]:
-    try:
-        async for frame in translate.chat_stream_to_messages(
-            sse_events(resp.aiter_raw()), call.model, call.usage
-        ):
-            yield frame
-    finally:
-        await _release(call, resp)
-
-
-async def _release(call: _Call, resp: httpx.Response) -> None:
-    """Close the engine stream, then count the request, even if closing fails.
-
-    On a client disconnect, closing drops the engine's connection mid-answer, which
-    the engine sees as an abort (vLLM frees the sequence's KV cache).
-    """
-    try:
-        await resp.aclose()
-    finally:
-        await call.finish()
+        headers["Retry-After"] = resp.headers["retry-after"]
+    return Response(
+        resp.status,
+        raw,
+        content_type=resp.headers.get("content-type", "application/json"),
+        headers=headers,
+    )
 
 
 async def _count_tokens_translated(
-    request: HttpRequest, key: ApiKey, body: dict[str, Any], upstream: routing.Upstream
-) -> HttpResponse:
+    req: Request, body: dict[str, Any], upstream: routing.Upstream
+) -> Response:
     """count_tokens on an engine without it: the engine's /tokenize with the translated
     chat messages."""
     chat = translate.messages_to_chat(
         {**body, "max_tokens": body.get("max_tokens") or 1, "stream": False}
     )
     resp = await _send(
-        request,
+        req,
         upstream,
         "/tokenize",
-        {"model": chat["model"], "messages": chat["messages"]},
+        _encode({"model": chat["model"], "messages": chat["messages"]}),
     )
     try:
-        raw = await resp.aread()
+        raw = await resp.read()
+    except (TimeoutError, aiohttp.ClientError):
+        raise GatewayError(
+            502, f"Cluster {upstream.cluster_name} broke off its answer; retry shortly."
+        ) from None
     finally:
-        await resp.aclose()
-    data = json.loads(raw) if raw else {}
-    if resp.status_code != 200:
+        resp.release()
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        data = {}
+    if resp.status != 200:
         return error_response(
-            GatewayError(resp.status_code, translate.openai_error_to_anthropic(data)),
+            GatewayError(resp.status, translate.openai_error_to_anthropic(data)),
             ANTHROPIC,
         )
-    return JsonResponse({"input_tokens": int(data.get("count", 0))})
+    return json_response({"input_tokens": int(data.get("count", 0))})
+
+
+ROUTES = {
+    "/v1/chat/completions": (OPENAI, "/v1/chat/completions"),
+    "/v1/completions": (OPENAI, "/v1/completions"),
+    "/v1/messages": (ANTHROPIC, "/v1/messages"),
+    "/v1/messages/count_tokens": (ANTHROPIC, "/v1/messages/count_tokens"),
+}
+
+
+async def dispatch(req: Request) -> Response | StreamResponse:
+    """The handler for ``req.path`` (404 in OpenAI's shape for any other /v1 path)."""
+    if req.path == "/v1/models":
+        return await models(req)
+    route = ROUTES.get(req.path)
+    if route is None:
+        return error_response(
+            GatewayError(404, f"No such endpoint: {req.path[:200]!r}."), OPENAI
+        )
+    return await proxy(req, *route)

@@ -13,52 +13,11 @@ import pytest
 
 from console.gateway.services import apikey_create
 from console.models import ApiUsage, ClusterState, Node
-from tests.factories import free_port, make_cluster, make_profile
-from tests.gateway.conftest import NEW_MODEL, OLD_MODEL, SimEngine
+from tests.factories import free_port
+from tests.gateway.conftest import NEW_MODEL, OLD_MODEL, SimEngine, anth, oai, serve
 from tests.integration.test_agent import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def serve(model: str, engine: SimEngine, *, version: str, name: str) -> Any:
-    """A Running 1-node cluster whose head is the sim engine serving ``model``."""
-    profile = make_profile(
-        name=f"{name} profile",
-        served_model_name=model,
-        vllm_version=version,
-        data_parallel_size=1,
-        tensor_parallel_size=8,
-    )
-    cluster = make_cluster(name=name, nodes=1, profile=profile)
-    Node.objects.filter(cluster=cluster, rank=0).update(
-        management_ip="127.0.0.1", api_port=engine.port
-    )
-    cluster.state = ClusterState.RUNNING
-    cluster.save(update_fields=["state"])
-    return cluster
-
-
-@pytest.fixture
-def world(engines: dict[str, SimEngine], gateway_url: str) -> dict[str, Any]:
-    """gw-new on a vLLM 0.33 cluster (native /v1/messages); gw-old on a cluster whose
-    profile targets 0.10.2
-    (no /v1/messages, so the gateway translates); one key with generous limits."""
-    new = serve(NEW_MODEL, engines[NEW_MODEL], version="0.33.0", name="gw-new-c")
-    old = serve(OLD_MODEL, engines[OLD_MODEL], version="0.10.2", name="gw-old-c")
-    key, secret = apikey_create(name="apps", user=None, rpm=1000, tpm=10_000_000)
-    return {"new": new, "old": old, "key": key, "secret": secret, "url": gateway_url}
-
-
-def oai(world: dict[str, Any], key: str | None = None) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{world['url']}/v1", api_key=key or world["secret"], max_retries=0
-    )
-
-
-def anth(world: dict[str, Any], key: str | None = None) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        base_url=world["url"], api_key=key or world["secret"], max_retries=0
-    )
 
 
 MESSAGES = [{"role": "user", "content": "Say something about Ascend NPUs."}]

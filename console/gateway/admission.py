@@ -1,0 +1,177 @@
+"""Admission of a /v1 request: its key, its body, its route and the bounds on what it
+asks for, checked against the process's snapshot, and its rate limit — one Redis
+round trip when the snapshot is current (all but the first request after a change).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError
+
+from console.gateway import ratelimit, routing, snapshot
+from console.gateway.errors import ANTHROPIC, GatewayError
+from console.gateway.http import Request
+from console.gateway.services import key_digest, secret_from_headers
+from console.gateway.snapshot import KeyInfo, Snapshot
+
+log = logging.getLogger(__name__)
+
+UNAUTHORIZED = GatewayError(
+    401,
+    "Missing or invalid API key: send 'Authorization: Bearer <key>' "
+    "or 'x-api-key: <key>' "
+    "(admins create keys on the API keys page "
+    "or with `manage.py apikey create NAME`).",
+)
+
+
+def _json_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except UnicodeDecodeError:
+        raise GatewayError(400, "The request body is not UTF-8 JSON.") from None
+    except json.JSONDecodeError as exc:
+        raise GatewayError(
+            400,
+            f"The request body is not valid JSON: {exc.msg} "
+            f"at line {exc.lineno} column {exc.colno}.",
+        ) from None
+    except RecursionError:
+        raise GatewayError(
+            400, "The request body nests too deeply: flatten the JSON."
+        ) from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "The request body must be a JSON object.")
+    if body.get("stream_options") is not None and not isinstance(
+        body["stream_options"], dict
+    ):
+        raise GatewayError(
+            400,
+            'stream_options must be an object, e.g. {"include_usage": true}.',
+            param="stream_options",
+        )
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise GatewayError(400, "stream must be true or false.", param="stream")
+    model = body.get("model")
+    if isinstance(model, str) and not model.isprintable():
+        raise GatewayError(
+            400,
+            "model must be a served model name without control characters "
+            "(GET /v1/models lists them).",
+            param="model",
+        )
+    return body
+
+
+def positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_bounds(body: dict[str, Any], protocol: str, path: str, limit: int) -> None:
+    """``n`` and the completion length within what the gateway serves: n from 1 to
+    GATEWAY_MAX_N, max_tokens from 1 to the model's context length (the smallest
+    max_model_len among its serving clusters)."""
+    if path.endswith("count_tokens"):
+        return
+    n = body.get("n")
+    if n is not None and (not positive_int(n) or n > settings.GATEWAY_MAX_N):
+        raise GatewayError(
+            400,
+            f"n must be an integer from 1 to {settings.GATEWAY_MAX_N} "
+            "(completions per request on this gateway).",
+            param="n",
+        )
+    fields = (
+        ("max_tokens",)
+        if protocol == ANTHROPIC
+        else ("max_tokens", "max_completion_tokens")
+    )
+    for name in fields:
+        value = body.get(name)
+        if value is None:
+            if protocol == ANTHROPIC:
+                raise GatewayError(
+                    400, "max_tokens is required: a positive integer.", param=name
+                )
+            continue
+        if not positive_int(value) or (limit and value > limit):
+            bound = (
+                f"from 1 to {limit} (the model's context length)"
+                if limit
+                else "of at least 1"
+            )
+            raise GatewayError(400, f"{name} must be an integer {bound}.", param=name)
+
+
+async def admit_or_503(bucket: str | None) -> ratelimit.Admission:
+    try:
+        return await ratelimit.admit(bucket)
+    except redis.RedisError as exc:
+        log.warning("gateway rate limiter unreachable: %s", exc)
+        raise GatewayError(
+            503,
+            "The gateway's rate limiter is unreachable; retry shortly.",
+            retry_after=5,
+        ) from None
+
+
+async def snapshot_or_503(version: int) -> Snapshot:
+    try:
+        return await snapshot.snapshot_for(version)
+    except DatabaseError as exc:
+        log.warning("gateway could not load keys and routes: %s", exc)
+        raise GatewayError(
+            503,
+            "The gateway cannot read its keys and routes; retry shortly.",
+            retry_after=5,
+        ) from None
+
+
+async def authorized(
+    req: Request, protocol: str, path: str
+) -> tuple[KeyInfo, dict[str, Any], list[routing.Upstream], Snapshot]:
+    """Key, body, pool and the snapshot they came from; one Redis round trip when the
+    snapshot is current (which it is but for the first request after a change)."""
+    if req.method != "POST":
+        raise GatewayError(405, f"Use POST for {path}.")
+    secret = secret_from_headers(req.headers)
+    digest = key_digest(secret) if secret else ""
+    snap = snapshot.current()
+    key = snap.keys.get(digest)
+    body: dict[str, Any] | None = None
+    body_error: GatewayError | None = None
+    try:
+        body = _json_body(req.body)
+    except GatewayError as err:
+        body_error = err
+    pool: list[routing.Upstream] = []
+    if key is not None and body is not None:
+        try:
+            pool = routing.route(snap, body.get("model"))
+            limit = snap.models[body["model"]].max_model_len
+            _check_bounds(body, protocol, path, limit)
+        except GatewayError:
+            pool = []
+    # Count the request now only if it looks admissible on this snapshot.
+    admission = await admit_or_503(key.prefix if key and pool else None)
+    if admission.version != snap.version:
+        snap = await snapshot_or_503(admission.version)
+        fresh = snap.keys.get(digest)
+        if fresh is None or key is None or fresh.prefix != key.prefix:
+            admission.counted = False
+        key = fresh
+    if key is None:
+        raise UNAUTHORIZED
+    if body_error is not None or body is None:
+        raise body_error or GatewayError(400, "The request body must be a JSON object.")
+    pool = routing.route(snap, body.get("model"))
+    _check_bounds(body, protocol, path, snap.models[body["model"]].max_model_len)
+    if not admission.counted:
+        admission = await admit_or_503(key.prefix)
+    ratelimit.check_limits(admission, rpm=key.rpm, tpm=key.tpm)
+    return key, body, pool, snap

@@ -1,0 +1,177 @@
+"""The /v1 gateway as a plain ASGI app, mounted in console.asgi beside Django.
+
+Gateway requests carry an API key and need none of Django's request machinery: no
+session, CSRF, middleware, URL resolver, ``request_started``/``request_finished``
+signals (whose sync receivers each cost a hop to Django's one sync thread) or
+spooled body. This app reads the body, calls console.gateway.views.dispatch and
+writes the answer; a streamed answer is relayed chunk by chunk while a watcher
+waits for the client's ``http.disconnect``, which cancels the relay (closing the
+engine's stream, so vLLM aborts the request). Keys, limits and usage are the views'
+business, exactly as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from typing import Any
+
+from django.conf import settings
+
+from console.gateway import peers, ratelimit, routing, usage
+from console.gateway.errors import OPENAI, GatewayError, error_response
+from console.gateway.http import Request, Response, StreamResponse
+from console.gateway.views import dispatch
+
+log = logging.getLogger(__name__)
+
+GATEWAY_PREFIX = "/v1/"
+_background: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _start_background() -> None:
+    """Once per event loop: the usage flusher and, with several worker processes, the
+    exchange of outstanding counts."""
+    loop = asyncio.get_running_loop()
+    if loop in _background:
+        return
+    tasks = [loop.create_task(usage.run())]
+    if peers.enabled():
+        tasks.append(
+            loop.create_task(peers.run(ratelimit._redis, routing.outstanding_all))
+        )
+    _background[loop] = tasks
+
+
+async def _read_body(receive: Any) -> bytes | None:
+    """The whole body; None when the client left or it is over the size limit."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit is not None and size > limit:
+            raise GatewayError(
+                413,
+                f"The request body is over {limit} bytes "
+                "(DATA_UPLOAD_MAX_MEMORY_SIZE); send a shorter prompt.",
+            )
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+
+
+def _head(status: int, content_type: str, headers: dict[str, str]) -> dict[str, Any]:
+    raw = [(b"content-type", content_type.encode("latin-1"))]
+    raw += [
+        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+    ]
+    return {"type": "http.response.start", "status": status, "headers": raw}
+
+
+async def _send_plain(send: Any, response: Response) -> None:
+    start = _head(response.status, response.content_type, response.headers)
+    start["headers"].append((b"content-length", str(len(response.body)).encode()))
+    await send(start)
+    await send({"type": "http.response.body", "body": response.body})
+
+
+def _is_last(chunk: bytes) -> bool:
+    """The stream's end marker: OpenAI's ``data: [DONE]``, Anthropic's message_stop."""
+    return chunk.endswith(b"[DONE]\n\n") or b"event: message_stop" in chunk[-80:]
+
+
+async def _send_stream(
+    send: Any, response: StreamResponse, state: dict[str, bool]
+) -> None:
+    """Relay the chunks; the end marker goes out together with the end of the body
+    (one write instead of two), after the relay has counted the request."""
+    chunks = response.chunks
+    head = _head(response.status, response.content_type, response.headers)
+    try:
+        pending: list[bytes] = []
+        async for chunk in chunks:
+            if head:
+                await send(head)
+                head = {}
+            if not _is_last(chunk):
+                await send(
+                    {"type": "http.response.body", "body": chunk, "more_body": True}
+                )
+                continue
+            pending.append(chunk)
+            async for (
+                more
+            ) in chunks:  # normally none: this runs the relay's bookkeeping
+                pending.append(more)
+            break
+        if head:
+            await send(head)
+        state["done"] = True
+        await send({"type": "http.response.body", "body": b"".join(pending)})
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
+
+
+async def _watch(receive: Any, task: asyncio.Task[Any], state: dict[str, bool]) -> None:
+    """Cancel ``task`` when the client disconnects before the answer is complete
+    (uvicorn also reports a disconnect once the response is complete: not ours)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            if not state["done"]:
+                state["left"] = True
+                task.cancel()
+            return
+
+
+async def gateway_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """ASGI entry for every ``/v1/`` HTTP request."""
+    _start_background()
+    try:
+        body = await _read_body(receive)
+    except GatewayError as err:
+        await _send_plain(send, error_response(err, OPENAI))
+        return
+    if body is None:
+        return  # the client left before sending its request
+    headers = {
+        k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+    }
+    request = Request(scope["method"], scope["path"], headers, body)
+    task = asyncio.current_task()
+    assert task is not None
+    state = {"done": False, "left": False}
+    watcher = asyncio.get_running_loop().create_task(_watch(receive, task, state))
+    try:
+        response = await dispatch(request)
+        if isinstance(response, StreamResponse):
+            await _send_stream(send, response, state)
+        else:
+            state["done"] = True
+            await _send_plain(send, response)
+    except asyncio.CancelledError:
+        if not state["left"]:
+            raise  # cancelled from outside (server shutdown): not ours to swallow
+        task.uncancel()  # the client left; the relay is closed, the request counted
+    except Exception:
+        log.exception("gateway request %s %s failed", request.method, request.path)
+        if not state["done"] and not state["left"]:
+            try:
+                await _send_plain(
+                    send,
+                    error_response(
+                        GatewayError(500, "The gateway failed on this request."), OPENAI
+                    ),
+                )
+            except Exception:  # the response had started already
+                pass
+    finally:
+        watcher.cancel()

@@ -1,0 +1,177 @@
+"""One proxied request's bookkeeping and the relay of an engine's stream: each read's
+events go on to the client as they arrive, the tokens are counted (from the engine's
+usage, or from what was streamed when the client hangs up first), and the engine's
+connection is handed back or closed exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import redis
+
+from console.gateway import ratelimit, routing, translate
+from console.gateway.admission import positive_int
+from console.gateway.signals import upstream_error
+from console.gateway.snapshot import KeyInfo
+from console.gateway.sse import sse_batches, sse_data, sse_events
+
+log = logging.getLogger(__name__)
+
+
+class Call:
+    """One proxied request's bookkeeping: the upstream it holds, the tokens it used,
+    released exactly once."""
+
+    def __init__(
+        self,
+        key: KeyInfo,
+        model: str,
+        upstream: routing.Upstream,
+        body: dict[str, Any],
+        size: int,
+    ) -> None:
+        self.key, self.model, self.upstream = key, model, upstream
+        self.usage: dict[str, int] = {}
+        self.events = 0  # engine events relayed (each carries at least one token)
+        self.streamed = False
+        self.complete = False  # the engine's stream ended whole (its usage is final)
+        self.broken = False
+        n: int = body["n"] if positive_int(body.get("n")) else 1
+        limit: Any = body.get("max_completion_tokens") or body.get("max_tokens")
+        self.most = n * int(limit) if positive_int(limit) else 0
+        self.prompt_estimate = size // 4 + 1  # ~4 bytes a token; no tokenizer here
+        self.done = False
+        routing.outstanding_enter(upstream)
+
+    def read_usage(self, data: Any) -> None:
+        """Take token counts from an OpenAI or Anthropic body/event (whichever fields it
+        has)."""
+        if not isinstance(data, dict):
+            return
+        usage = data.get("usage") or (data.get("message") or {}).get("usage")
+        if not isinstance(usage, dict):
+            return
+        for src, dst in (
+            ("prompt_tokens", "prompt_tokens"),
+            ("completion_tokens", "completion_tokens"),
+            ("input_tokens", "prompt_tokens"),
+            ("output_tokens", "completion_tokens"),
+        ):
+            if isinstance(usage.get(src), int) and usage[src] > 0:
+                self.usage[dst] = usage[src]
+
+    def tokens(self) -> tuple[int, int]:
+        """(prompt, completion): the engine's count; without one (the client hung up
+        before the usage chunk, or the engine broke off), an estimate that is never
+        below what was relayed: the events streamed, or the most the request could
+        produce (n x max_tokens) when it was not streamed."""
+        if self.streamed:
+            prompt = self.usage.get("prompt_tokens") or self.prompt_estimate
+            completion = self.usage.get("completion_tokens", 0)
+            if self.complete:
+                return prompt, completion
+            return prompt, max(completion, self.events)
+        if "completion_tokens" in self.usage:
+            return self.usage.get("prompt_tokens", 0), self.usage["completion_tokens"]
+        return self.usage.get("prompt_tokens") or self.prompt_estimate, self.most
+
+    async def finish(self, *, counted: bool = True) -> None:
+        """Release the upstream slot, then count the request if it reached an engine."""
+        if self.done:
+            return
+        self.done = True
+        routing.outstanding_leave(self.upstream)
+        if not counted:
+            return
+        prompt, completion = self.tokens()
+        try:
+            await ratelimit.spend(
+                bucket=self.key.prefix,
+                key_id=self.key.pk,
+                model=self.model,
+                prompt=prompt,
+                completion=completion,
+            )
+        except redis.RedisError as exc:  # the answer is out; only its count is lost
+            log.warning(
+                "gateway could not count a request of %s: %s", self.key.name, exc
+            )
+
+
+async def _chunks(call: Call, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The engine's body as it arrives; an engine that breaks off or stalls past
+    GATEWAY_UPSTREAM_TIMEOUT_S ends it (and is counted for alerting)."""
+    try:
+        async for chunk in resp.content.iter_any():
+            yield chunk
+    except (TimeoutError, aiohttp.ClientError):
+        call.broken = True
+        await upstream_error(call.upstream.cluster_id)
+
+
+async def relay(
+    call: Call, resp: aiohttp.ClientResponse, *, drop_usage_chunk: bool
+) -> AsyncIterator[bytes]:
+    """Pass each upstream event on as it arrives; closing this generator (client gone)
+    closes the upstream stream."""
+    try:
+        async for events in sse_batches(_chunks(call, resp)):
+            call.events += len(events)
+            if any(b'"usage"' in event for event in events):
+                kept = []
+                for event in events:
+                    if b'"usage"' in event:
+                        data = sse_data(event)
+                        call.read_usage(data)
+                        if (
+                            drop_usage_chunk
+                            and isinstance(data, dict)
+                            and data.get("choices") == []
+                        ):
+                            continue  # the usage chunk the gateway asked for
+                    kept.append(event)
+                events = kept
+            if events:
+                yield events[0] if len(events) == 1 else b"".join(events)
+        call.complete = not call.broken
+    finally:
+        await release(call, resp)
+
+
+async def _counted(call: Call, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async for event in events:
+        call.events += 1
+        yield event
+
+
+async def relay_translated(
+    call: Call, resp: aiohttp.ClientResponse
+) -> AsyncIterator[bytes]:
+    try:
+        async for frame in translate.chat_stream_to_messages(
+            _counted(call, sse_events(_chunks(call, resp))), call.model, call.usage
+        ):
+            yield frame
+        call.complete = not call.broken
+    finally:
+        await release(call, resp)
+
+
+async def release(call: Call, resp: aiohttp.ClientResponse) -> None:
+    """Hand the connection back (answer read whole) or close it, then count the
+    request, even if closing fails.
+
+    On a client disconnect, closing drops the engine's connection mid-answer, which
+    the engine sees as an abort (vLLM frees the sequence's KV cache).
+    """
+    try:
+        if resp.content.at_eof():
+            resp.release()
+        else:
+            resp.close()
+    finally:
+        await call.finish()
