@@ -505,6 +505,7 @@ def node_preflight(
     ports: list[int],
     model_path: str,
     ping_targets: list[str],
+    vllm_ascend_version: str = "",
 ) -> dict[str, Any]:
     """The node-side preflight checks (engine.preflight), each pass/warn/fail with evidence and a fix."""
     from engine.preflight import run_preflight
@@ -516,6 +517,7 @@ def node_preflight(
         ports=[int(p) for p in ports],
         model_path=str(model_path),
         ping_targets=[str(t) for t in ping_targets],
+        vllm_ascend_version=str(vllm_ascend_version),
     )
     return {"node": config.node_name, "driver": config.driver, **result}
 

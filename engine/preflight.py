@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import compat
 from engine.capabilities import UNKNOWN_MODEL, capability
 from engine.parsers import ParseError
 from engine.parsers.hccn_tool import (
@@ -401,6 +402,7 @@ def run_preflight(
     ports: list[int],
     model_path: str,
     ping_targets: list[str],
+    vllm_ascend_version: str = "",
 ) -> dict[str, Any]:
     """All node-side checks. Returns {"checks": [...], "server_model": {...}, "versions": {...},
     "npu_ips": [...], "model_size": int|None}; server_model is ServerModelDetection.to_dict()."""
@@ -410,10 +412,11 @@ def run_preflight(
     model_check, size = check_model(model_path)
     server_check, server = check_server_model()
     checks += nic_checks + [model_check, check_ports(host_ip, ports), server_check]
+    found = versions()
     return {
-        "checks": [c.to_dict() for c in checks],
+        "checks": [c.to_dict() for c in checks] + [compat.check(found, vllm_ascend_version)],
         "server_model": server.to_dict(),
-        "versions": versions(),
+        "versions": found,
         "npu_ips": ips,
         "model_size": size,
     }
