@@ -7,7 +7,6 @@ side runs this on every node in parallel and compares versions across nodes.
 from __future__ import annotations
 
 import errno
-import hashlib
 import importlib.metadata
 import os
 import socket
@@ -15,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import compat
+from engine import compat, weights
 from engine.capabilities import UNKNOWN_MODEL, capability
 from engine.parsers import ParseError
 from engine.parsers.hccn_tool import (
@@ -297,36 +296,27 @@ def _hccn_conf_path() -> Path:
     return Path(HCCN_CONF)
 
 
-def check_model(path: str) -> tuple[Check, int | None]:
-    """The model directory exists; its total size lets the control side compare nodes."""
+def check_model(path: str) -> tuple[Check, int | None, dict[str, Any] | None]:
+    """The model directory: its manifest (engine/weights.py), which the control side
+    compares across nodes file by file, and its total size."""
     if not path:
         return Check(
             "model path",
             WARN,
             "no model path to check (the node serves no cluster yet)",
             "The path is checked again when the node joins a cluster.",
-        ), None
+        ), None, None
+    local: str | Path = path
     if _sim():
-        # No weights on a sim node: report a stable simulated size for the path.
-        size = int(hashlib.sha256(path.encode()).hexdigest()[:10], 16)
-        return Check("model path", PASS, f"{path} (simulated, {size} bytes)"), size
-    p = Path(path)
-    if not p.exists():
-        return Check(
-            "model path",
-            FAIL,
-            f"{path} does not exist",
-            "Copy the model to the same path on every node.",
-        ), None
-    size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-    if not (p / "config.json").exists():
-        return Check(
-            "model path",
-            WARN,
-            f"{path}: no config.json ({size} bytes)",
-            "Check that this is a Hugging Face model directory.",
-        ), size
-    return Check("model path", PASS, f"{path} ({size} bytes)"), size
+        from engine.sim.models import node_model_dir
+
+        local = node_model_dir(path)
+    found = weights.manifest(local)
+    found["path"] = path  # as the plan names it, not where the sim keeps it
+    result = weights.check(found)
+    if not found["exists"]:
+        result["evidence"] = f"{path} does not exist"
+    return Check(**result), (found["total_bytes"] if found["exists"] else None), found
 
 
 def check_ports(host: str, ports: list[int]) -> Check:
@@ -409,7 +399,7 @@ def run_preflight(
     checks, info = check_npus(expected_npus)
     npus = len({c.npu for c in info.chips}) if info else expected_npus
     nic_checks, ips = check_nics(npus, ping_targets)
-    model_check, size = check_model(model_path)
+    model_check, size, manifest = check_model(model_path)
     server_check, server = check_server_model()
     checks += nic_checks + [model_check, check_ports(host_ip, ports), server_check]
     found = versions()
@@ -419,4 +409,5 @@ def run_preflight(
         "versions": found,
         "npu_ips": ips,
         "model_size": size,
+        "weights": manifest,
     }
