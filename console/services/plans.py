@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from console.models import Cluster, EngineProfile, Node
+from engine.capabilities import capability
+from engine.drivers.container import container_env
 from engine.memory import model_facts_from_config
-from engine.plans import ClusterPlan, NodeSpec, ProfileSpec, build_plan
+from engine.plans import ClusterPlan, NodeSpec, PlanError, ProfileSpec, build_plan
 
 
 def profile_spec(profile: EngineProfile) -> ProfileSpec:
@@ -84,4 +86,33 @@ def cluster_plan(
         if nodes is not None
         else [node_spec(n) for n in cluster.ranked_nodes()]
     )
-    return build_plan(cluster.name, specs, profile_spec(profile or cluster.profile))
+    profile = profile or cluster.profile
+    plan = build_plan(cluster.name, specs, profile_spec(profile))
+    return with_container_images(plan, cluster, profile)
+
+
+def with_container_images(
+    plan: ClusterPlan, cluster: Cluster, profile: EngineProfile
+) -> ClusterPlan:
+    """Container-driver ranks get the image of the profile's vllm-ascend release for
+    their hardware (A3 servers run the ``-a3`` image; engine/compat.py)."""
+    nodes = (
+        {n.name: n for n in cluster.nodes.filter(driver=Node.Driver.CONTAINER)}
+        if cluster.pk
+        else {}
+    )
+    for rank in plan.nodes:
+        node = nodes.get(rank.name)
+        if node is None:
+            continue
+        family = capability(node.effective_server_model).family
+        try:
+            rank.env = container_env(
+                rank.env,
+                cluster=cluster.name,
+                vllm_ascend_version=profile.vllm_ascend_version,
+                hardware="a3" if family == "A3" else "a2",
+            )
+        except ValueError as exc:
+            raise PlanError({"vllm_ascend_version": [str(exc)]}) from None
+    return plan

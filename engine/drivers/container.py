@@ -339,3 +339,58 @@ class ContainerDriver(Driver):
             }
         )
         return checks
+
+
+def container_env(
+    env: dict[str, str], *, cluster: str, vllm_ascend_version: str, hardware: str
+) -> dict[str, str]:
+    """The plan's env of a container rank: the image of the release matrix for this
+    hardware (``a2``/``a3``) and the cluster name, for the driver (not passed in)."""
+    from engine.compat import image
+
+    return {
+        **env,
+        IMAGE_KEY: image(vllm_ascend_version, hardware),
+        CLUSTER_KEY: cluster,
+    }
+
+
+def render_container_unit(
+    spec: EngineSpec, *, engine: str = "docker", grace_s: int = 120
+) -> str:
+    """The systemd unit of a container rank: systemd runs ``docker run --rm`` in the
+    foreground (one unit per rank as with the systemd driver) and stops it with
+    ``docker stop --time`` (TERM: vLLM drains; KILL after the grace)."""
+    from engine.render import systemd_quote
+
+    name = container_name(spec.env.get(CLUSTER_KEY, ""), spec.rank)
+    run = " ".join(
+        systemd_quote(a) for a in run_argv(spec, engine=engine, detach=False)
+    )
+    return "\n".join(
+        [
+            f"# {spec.node} rank {spec.rank} ({spec.role}) in {spec.env.get(IMAGE_KEY, '')}",
+            "[Unit]",
+            f"Description=vLLM serve {spec.node} rank {spec.rank} ({spec.role}), {engine} container",
+            f"Requires={engine}.service"
+            if engine == "docker"
+            else "Wants=network-online.target",
+            "After=network-online.target"
+            + (f" {engine}.service" if engine == "docker" else ""),
+            "",
+            "[Service]",
+            "Type=simple",
+            # a container left by a crash holds the name: remove it first ('-' = may fail)
+            f"ExecStartPre=-/usr/bin/{engine} rm --force {name}",
+            f"ExecStart=/usr/bin/{run}",
+            f"ExecStop=/usr/bin/{engine} stop --time {int(grace_s)} {name}",
+            "Restart=on-failure",
+            "RestartSec=10",
+            "TimeoutStartSec=1800",
+            f"TimeoutStopSec={int(grace_s) + 30}",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
