@@ -200,6 +200,7 @@ ALLOWED_TASKS = frozenset(
         "node.echo",
         "node.collect",
         "node.preflight",
+        "node.weights_sha256",
         "engine.start",
         "engine.stop",
         "engine.status",
@@ -520,6 +521,28 @@ def node_preflight(
         vllm_ascend_version=str(vllm_ascend_version),
     )
     return {"node": config.node_name, "driver": config.driver, **result}
+
+
+@agent_task("node.weights_sha256")
+def node_weights_sha256(node: str, model_path: str) -> dict[str, Any]:
+    """The model directory's manifest with a sha256 per file (engine/weights.py): cached
+    by size and mtime, read at most ``WEIGHTS_HASH_MB_S`` MB/s."""
+    from engine import weights
+
+    _check_node(node)
+    local: str | Path = str(model_path)
+    if config.driver == "sim":
+        from engine.sim.models import node_model_dir
+
+        local = node_model_dir(str(model_path), config.node_name)
+    found = weights.manifest(local)
+    cache = weights.HashCache(
+        config.workdir / "weights-sha256.json",
+        max_mb_s=float(os.environ.get("WEIGHTS_HASH_MB_S", "200")),
+    )
+    found["sha256"] = weights.hash_manifest(local, cache) if found["exists"] else {}
+    found["path"] = str(model_path)
+    return {"node": config.node_name, **found}
 
 
 def _require_sim() -> Path:

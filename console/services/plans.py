@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from console.models import Cluster, EngineProfile, Node
 from engine.capabilities import capability
@@ -11,8 +12,12 @@ from engine.memory import model_facts_from_config
 from engine.plans import ClusterPlan, NodeSpec, PlanError, ProfileSpec, build_plan
 
 
-def profile_spec(profile: EngineProfile) -> ProfileSpec:
-    """The engine's view of a profile; model facts from config.json win when the path has one."""
+def profile_spec(
+    profile: EngineProfile, model_config: dict[str, Any] | None = None
+) -> ProfileSpec:
+    """The engine's view of a profile; model facts from config.json win: the one the
+    nodes reported (``model_config``, console/services/weights.py), else a config.json
+    under the path on this machine."""
     facts = {
         "total_params_b": profile.total_params_b,
         "active_params_b": profile.active_params_b,
@@ -22,7 +27,11 @@ def profile_spec(profile: EngineProfile) -> ProfileSpec:
         "num_kv_heads": profile.num_kv_heads,
         "head_dim": profile.head_dim,
     }
-    from_config = model_facts_from_config(profile.model_path) or {}
+    from_config = (
+        model_config
+        if model_config is not None
+        else model_facts_from_config(profile.model_path) or {}
+    )
     facts.update({k: v for k, v in from_config.items() if k in facts})
     return ProfileSpec(
         name=profile.name,
@@ -45,7 +54,7 @@ def profile_spec(profile: EngineProfile) -> ProfileSpec:
         extra_flags=list(profile.extra_flags or []),
         extra_env=dict(profile.extra_env or {}),
         hccl_buffsize_mb=profile.hccl_buffsize_mb,
-        kv_layers=profile.kv_layers,
+        kv_layers=from_config.get("kv_layers") or profile.kv_layers,
         **facts,  # type: ignore[arg-type]
     )
 
@@ -76,6 +85,7 @@ def cluster_plan(
     *,
     nodes: Iterable[NodeSpec] | None = None,
     profile: EngineProfile | None = None,
+    model_config: dict[str, Any] | None = None,
 ) -> ClusterPlan:
     """Build the plan for a cluster (its members in rank order unless ``nodes`` is given).
 
@@ -87,7 +97,7 @@ def cluster_plan(
         else [node_spec(n) for n in cluster.ranked_nodes()]
     )
     profile = profile or cluster.profile
-    plan = build_plan(cluster.name, specs, profile_spec(profile))
+    plan = build_plan(cluster.name, specs, profile_spec(profile, model_config))
     return with_container_images(plan, cluster, profile)
 
 
