@@ -53,6 +53,7 @@ HOST_MOUNTS = (
     "/etc/hccn.conf",
 )
 SHM_SIZE = "1g"
+DEVICES_KEY = "ASCEND_RT_VISIBLE_DEVICES"  # set by the plan (engine/plans.py)
 IMAGE_KEY, CLUSTER_KEY = "VLLM_ASCEND_IMAGE", "VLLM_ASCEND_CLUSTER"
 DRIVER_KEYS = (IMAGE_KEY, CLUSTER_KEY)
 # docker/metadata-action (vllm-ascend .github/workflows/_schedule_image_build.yaml)
@@ -67,7 +68,7 @@ def container_name(cluster: str, rank: int) -> str:
 
 def npu_indices(env: dict[str, str]) -> list[int]:
     """The NPUs the plan gives this rank (``ASCEND_RT_VISIBLE_DEVICES``), else 0–7."""
-    raw = env.get("ASCEND_RT_VISIBLE_DEVICES", "")
+    raw = env.get(DEVICES_KEY, "")
     try:
         found = [int(x) for x in raw.split(",") if x.strip()]
     except ValueError:
