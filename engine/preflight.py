@@ -300,12 +300,16 @@ def check_model(path: str) -> tuple[Check, int | None, dict[str, Any] | None]:
     """The model directory: its manifest (engine/weights.py), which the control side
     compares across nodes file by file, and its total size."""
     if not path:
-        return Check(
-            "model path",
-            WARN,
-            "no model path to check (the node serves no cluster yet)",
-            "The path is checked again when the node joins a cluster.",
-        ), None, None
+        return (
+            Check(
+                "model path",
+                WARN,
+                "no model path to check (the node serves no cluster yet)",
+                "The path is checked again when the node joins a cluster.",
+            ),
+            None,
+            None,
+        )
     local: str | Path = path
     if _sim():
         from engine.sim.models import node_model_dir
@@ -403,8 +407,19 @@ def run_preflight(
     server_check, server = check_server_model()
     checks += nic_checks + [model_check, check_ports(host_ip, ports), server_check]
     found = versions()
+    extra = [compat.check(found, vllm_ascend_version)]
+    if os.environ.get("ENGINE_DRIVER") == "container":
+        from engine.drivers.container import node_preflight
+
+        family = capability(server.model).family
+        extra += node_preflight(
+            socket.gethostname(),
+            expected_npus,
+            vllm_ascend_version or str(found.get("vllm_ascend") or ""),
+            "a3" if family == "A3" else "a2",
+        )
     return {
-        "checks": [c.to_dict() for c in checks] + [compat.check(found, vllm_ascend_version)],
+        "checks": [c.to_dict() for c in checks] + extra,
         "server_model": server.to_dict(),
         "versions": found,
         "npu_ips": ips,

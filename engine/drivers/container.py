@@ -395,3 +395,34 @@ def render_container_unit(
             "",
         ]
     )
+
+
+def node_preflight(
+    node: str, expected_npus: int, target_version: str, hardware: str
+) -> list[dict[str, str]]:
+    """The container checks of a node's preflight (ENGINE_DRIVER=container): the engine
+    answers, the image of ``target_version`` for ``hardware`` is present with its
+    version label (or CONTAINER_IMAGE), no other container holds the node's NPUs."""
+    from engine.compat import image, normalize, release
+
+    if not target_version or release(target_version) is None:
+        return [
+            {
+                "name": "container image",
+                "status": "fail",
+                "evidence": f"vllm-ascend {target_version or '(none)'} has no image in the release matrix",
+                "fix": "Set the profile's vllm-ascend version to a release of the matrix.",
+            }
+        ]
+    spec = EngineSpec(
+        node=node,
+        rank=-1,
+        role="",
+        argv=[],
+        env={
+            DEVICES_KEY: ",".join(str(i) for i in range(expected_npus)),
+            IMAGE_KEY: image(target_version, hardware),
+        },
+        workdir="",
+    )
+    return ContainerDriver().preflight(spec, normalize(target_version))

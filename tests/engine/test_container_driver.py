@@ -159,3 +159,15 @@ def test_podman_answers_the_same_grammar(sim_node):
         check=True,
     )
     assert out.stdout.strip() == docker_cli.SERVER_VERSION
+
+
+def test_node_preflight_checks_the_image_of_the_target_release(sim_node):
+    from engine.drivers.container import node_preflight
+
+    checks = {c["name"]: c for c in node_preflight("ascend-02", 8, "0.23.0", "a3")}
+    assert checks["container image"]["status"] == "pass"
+    assert "vllm-ascend:v0.23.0-a3" in checks["container image"]["evidence"]
+    assert checks["npu devices free"]["status"] == "pass"
+    checks = {c["name"]: c for c in node_preflight("ascend-02", 8, "0.22.1rc1", "a2")}
+    assert checks["container image"]["status"] == "fail"
+    assert "v0.22.1rc1: Error: No such image" in checks["container image"]["evidence"]
