@@ -37,6 +37,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus
@@ -53,6 +54,7 @@ HOST_MOUNTS = (
     "/etc/hccn.conf",
 )
 SHM_SIZE = "1g"
+NAME_FILE = "container-name"  # in the agent's workdir: the running rank's container
 DEVICES_KEY = "ASCEND_RT_VISIBLE_DEVICES"  # set by the plan (engine/plans.py)
 IMAGE_KEY, CLUSTER_KEY = "VLLM_ASCEND_IMAGE", "VLLM_ASCEND_CLUSTER"
 DRIVER_KEYS = (IMAGE_KEY, CLUSTER_KEY)
@@ -184,7 +186,15 @@ class ContainerDriver(Driver):
         return r.returncode, r.stdout, r.stderr
 
     def _name(self, spec: EngineSpec) -> str:
-        return container_name(spec.env.get(CLUSTER_KEY, ""), spec.rank)
+        """The rank's container name; the agent's stop/status/logs pass a bare spec
+        (no env, rank 0), so the name given at start is kept in the workdir."""
+        if CLUSTER_KEY in spec.env or not spec.workdir:
+            return container_name(spec.env.get(CLUSTER_KEY, ""), spec.rank)
+        try:
+            saved = (Path(spec.workdir) / NAME_FILE).read_text(encoding="utf-8").strip()
+        except OSError:
+            saved = ""
+        return saved or container_name("", spec.rank)
 
     def command(self, spec: EngineSpec) -> list[str]:
         return run_argv(
@@ -198,6 +208,11 @@ class ContainerDriver(Driver):
             raise DriverError(f"{self._name(spec)} is already running on {spec.node}")
         if current.state != "stopped":  # an exited container keeps its name: remove it
             self._cli("rm", "--force", self._name(spec))
+        if spec.workdir:
+            Path(spec.workdir).mkdir(parents=True, exist_ok=True)
+            (Path(spec.workdir) / NAME_FILE).write_text(
+                self._name(spec), encoding="utf-8"
+            )
         code, out, err = self._cli(*argv[1:], timeout=600)
         if code != 0:
             raise DriverError(

@@ -21,7 +21,9 @@ IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"
 MODEL = "/data/models/Qwen3.5-397B-A17B"
 
 
-def _spec(rank: int = 1, devices: str = "0,1", port: int = 0) -> EngineSpec:
+def _spec(
+    rank: int = 1, devices: str = "0,1", port: int = 0, workdir: str = ""
+) -> EngineSpec:
     return EngineSpec(
         node="ascend-02",
         rank=rank,
@@ -41,7 +43,7 @@ def _spec(rank: int = 1, devices: str = "0,1", port: int = 0) -> EngineSpec:
             "VLLM_ASCEND_IMAGE": IMAGE,
             "VLLM_ASCEND_CLUSTER": "qwen35-prod",
         },
-        workdir="/tmp",
+        workdir=workdir,
     )
 
 
@@ -131,6 +133,17 @@ def test_start_status_preflight_logs_stop(sim_node):
     assert stopped.state == "exited" and stopped.exit_code == 0  # drained on TERM
     assert d.start(spec).state == "running"  # the exited container is replaced
     d.stop(spec, grace_s=10)
+
+
+def test_the_agents_bare_spec_finds_the_container_started(sim_node):
+    d = ContainerDriver()
+    work = str(sim_node / "agent")
+    d.start(_spec(workdir=work))
+    bare = EngineSpec(
+        "ascend-02", 0, "head", [], {}, work
+    )  # as engine.stop/status send it
+    assert d.status(bare).state == "running"
+    assert d.stop(bare, grace_s=10).exit_code == 0
 
 
 def test_preflight_fails_an_image_of_another_version(sim_node):
