@@ -158,15 +158,24 @@ class ContainerDriver(Driver):
 
     name = "container"
 
-    def __init__(self, engine: str | None = None) -> None:
+    def __init__(
+        self,
+        engine: str | None = None,
+        *,
+        search_path: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.engine = engine or os.environ.get("CONTAINER_ENGINE", "docker")
+        # the simulator points these at engine/sim/bin and the sim node's state
+        self.search_path = search_path
+        self.extra_env = dict(extra_env or {})
         if self.engine not in ENGINES:
             raise ValueError(
                 f"CONTAINER_ENGINE={self.engine!r}; use one of: {', '.join(ENGINES)}"
             )
 
     def _cli(self, *args: str, timeout: float = 60.0) -> tuple[int, str, str]:
-        exe = shutil.which(self.engine)
+        exe = shutil.which(self.engine, path=self.search_path)
         if exe is None:
             raise DriverError(
                 f"{self.engine} is not installed on this node", permanent=True
@@ -178,6 +187,7 @@ class ContainerDriver(Driver):
                 text=True,
                 timeout=timeout,
                 check=False,
+                env={**os.environ, **self.extra_env} if self.extra_env else None,
             )
         except subprocess.TimeoutExpired:
             raise DriverError(

@@ -184,3 +184,17 @@ def test_node_preflight_checks_the_image_of_the_target_release(sim_node):
     checks = {c["name"]: c for c in node_preflight("ascend-02", 8, "0.22.1rc1", "a2")}
     assert checks["container image"]["status"] == "fail"
     assert "v0.22.1rc1: Error: No such image" in checks["container image"]["evidence"]
+
+
+def test_a_sim_node_runs_a_container_rank_through_the_sim_cli(tmp_path, monkeypatch):
+    """The demo's switch: a plan naming an image runs via docker on a sim node."""
+    monkeypatch.setenv("SIM_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("SIM_NODE", raising=False)
+    d = get_driver("sim")
+    work = str(tmp_path / "ascend-02" / "agent")
+    status = d.start(_spec(workdir=work))
+    assert status.state == "running" and "container vllm-qwen35-prod-r1" in status.detail
+    assert list((tmp_path / "ascend-02" / "containers").glob("*.json"))
+    bare = EngineSpec("ascend-02", 0, "head", [], {}, work)
+    assert d.status(bare).state == "running"
+    assert d.stop(bare, grace_s=10).state == "exited"
