@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
+
 from console.models import Cluster, EngineProfile, Node
 from engine.capabilities import capability
 from engine.drivers.container import container_env
@@ -106,8 +108,11 @@ def with_container_images(
 ) -> ClusterPlan:
     """Container-driver ranks get the image of the profile's vllm-ascend release for
     their hardware (A3 servers run the ``-a3`` image; engine/compat.py)."""
+    drivers = [Node.Driver.CONTAINER] + (
+        [Node.Driver.SIM] if settings.SIM_CONTAINERS else []
+    )
     nodes = (
-        {n.name: n for n in cluster.nodes.filter(driver=Node.Driver.CONTAINER)}
+        {n.name: n for n in cluster.nodes.filter(driver__in=drivers)}
         if cluster.pk
         else {}
     )

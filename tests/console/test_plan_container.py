@@ -44,3 +44,11 @@ def test_an_a3_server_gets_the_a3_image(cluster: Any) -> None:
     )
     data = json.loads(_plan("--node", "ascend-02", "--json"))
     assert "quay.io/ascend/vllm-ascend:v0.23.0-a3" in data["nodes"][0]["container_argv"]
+
+
+def test_the_demo_can_plan_its_sim_nodes_as_containers(cluster: Any, settings: Any) -> None:
+    assert "container_argv" not in json.loads(_plan("--json"))["nodes"][0]
+    settings.SIM_CONTAINERS = True
+    nodes = json.loads(_plan("--json"))["nodes"]
+    assert [n["rank"] for n in nodes] == [0, 1, 2, 3]  # start in rank order
+    assert all(n["container_argv"][:3] == ["docker", "run", "--rm"] for n in nodes)
