@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def test_it_starts_the_container_ranks_in_order_and_stops_them(
-    sim_cluster,
-    settings,  # noqa: F811  (the imported fixture)
+    sim_cluster,  # noqa: F811  (the fixture imported above)
+    settings,
 ) -> None:
     cluster, state_dir = sim_cluster
     settings.SIM_CONTAINERS = True  # this process builds plans too (preflight, start)
