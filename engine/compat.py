@@ -95,7 +95,9 @@ def image(version: str, hardware: str, os_name: str = "ubuntu") -> str:
         raise ValueError(
             f"image OS {os_name!r} unknown; use one of: {', '.join(suffixes[hardware])}"
         )
-    return f"{data['image_repository']}:v{normalize(version)}{suffixes[hardware][os_name]}"
+    return (
+        f"{data['image_repository']}:v{normalize(version)}{suffixes[hardware][os_name]}"
+    )
 
 
 def _same(found: str, needed: str) -> bool:
@@ -135,7 +137,9 @@ def mismatches(found: dict[str, Any], target: str) -> list[str]:
         if ok:
             continue
         want = rel.needed()[key]
-        text = f"{key} {have or 'not found'} (vllm-ascend {rel.vllm_ascend} needs {want})"
+        text = (
+            f"{key} {have or 'not found'} (vllm-ascend {rel.vllm_ascend} needs {want})"
+        )
         others = _other_releases(key, str(have)) if have else []
         if others:
             text += f"; {have} belongs to vllm-ascend {', '.join(others[:4])}"
@@ -168,7 +172,12 @@ def check(found: dict[str, Any], target: str = "") -> dict[str, str]:
             if rel
             else "Choose a vllm-ascend version the matrix knows."
         )
-        return {"name": name, "status": "fail", "evidence": "; ".join(wrong), "fix": fix}
+        return {
+            "name": name,
+            "status": "fail",
+            "evidence": "; ".join(wrong),
+            "fix": fix,
+        }
     rel = release(target)
     assert rel is not None
     return {

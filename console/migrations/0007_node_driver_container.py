@@ -4,15 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0006_node_server_model_detected_and_override'),
+        ("console", "0006_node_server_model_detected_and_override"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='node',
-            name='driver',
-            field=models.CharField(choices=[('systemd', 'systemd'), ('process', 'process'), ('sim', 'simulator'), ('container', 'container (vllm-ascend image)')], default='systemd', max_length=16, verbose_name='engine driver'),
+            model_name="node",
+            name="driver",
+            field=models.CharField(
+                choices=[
+                    ("systemd", "systemd"),
+                    ("process", "process"),
+                    ("sim", "simulator"),
+                    ("container", "container (vllm-ascend image)"),
+                ],
+                default="systemd",
+                max_length=16,
+                verbose_name="engine driver",
+            ),
         ),
     ]

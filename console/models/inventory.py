@@ -427,7 +427,10 @@ class Node(models.Model):
         help_text=_("Defaults to node.<name>."),
     )
     driver = models.CharField(
-        _("engine driver"), max_length=16, choices=Driver.choices, default=Driver.SYSTEMD
+        _("engine driver"),
+        max_length=16,
+        choices=Driver.choices,
+        default=Driver.SYSTEMD,
     )
     link_mode = models.CharField(
         _("intra-server link"),

@@ -9,7 +9,9 @@ from tests.api.test_rest import _profile_body
 from tests.conftest import login
 
 
-def test_it_refuses_a_version_the_matrix_does_not_know(cluster: Any, admin: Any) -> None:
+def test_it_refuses_a_version_the_matrix_does_not_know(
+    cluster: Any, admin: Any
+) -> None:
     c = login(admin)
     body = _profile_body(cluster, name="odd version", vllm_ascend_version="0.23.7")
     resp = c.post("/api/profiles/", body, content_type="application/json")

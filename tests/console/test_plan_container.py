@@ -46,7 +46,9 @@ def test_an_a3_server_gets_the_a3_image(cluster: Any) -> None:
     assert "quay.io/ascend/vllm-ascend:v0.23.0-a3" in data["nodes"][0]["container_argv"]
 
 
-def test_the_demo_can_plan_its_sim_nodes_as_containers(cluster: Any, settings: Any) -> None:
+def test_the_demo_can_plan_its_sim_nodes_as_containers(
+    cluster: Any, settings: Any
+) -> None:
     assert "container_argv" not in json.loads(_plan("--json"))["nodes"][0]
     settings.SIM_CONTAINERS = True
     nodes = json.loads(_plan("--json"))["nodes"]

@@ -76,7 +76,11 @@ def test_a_sim_node_with_foreign_torch_npu_fails_preflight(tmp_path):
         "PATH": "/usr/bin:/bin",
     }
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     (found,) = json.loads(out.stdout)
     assert found["status"] == "fail"

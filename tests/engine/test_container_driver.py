@@ -193,7 +193,9 @@ def test_a_sim_node_runs_a_container_rank_through_the_sim_cli(tmp_path, monkeypa
     d = get_driver("sim")
     work = str(tmp_path / "ascend-02" / "agent")
     status = d.start(_spec(workdir=work))
-    assert status.state == "running" and "container vllm-qwen35-prod-r1" in status.detail
+    assert (
+        status.state == "running" and "container vllm-qwen35-prod-r1" in status.detail
+    )
     assert list((tmp_path / "ascend-02" / "containers").glob("*.json"))
     bare = EngineSpec("ascend-02", 0, "head", [], {}, work)
     assert d.status(bare).state == "running"
