@@ -107,7 +107,7 @@ def node_release_status(node: Node) -> dict[str, Any]:
     from console.models.operations import OperationStep
     from engine import compat
 
-    profile = node.cluster.profile if node.cluster_id else None
+    profile = node.cluster.profile if node.cluster is not None else None
     target = profile.vllm_ascend_version if profile else ""
     row = compat.release(target) if target else None
     family = capability(node.effective_server_model).family

@@ -48,7 +48,8 @@ class Release:
 
 @cache
 def _data() -> dict[str, Any]:
-    return json.loads(DATA.read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(DATA.read_text(encoding="utf-8"))
+    return data
 
 
 def source() -> dict[str, str]:

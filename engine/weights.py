@@ -152,10 +152,10 @@ def compare(manifests: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
                     for o in manifests.values()
                     if (o.get("sha256") or {}).get(name)
                 )
-                if digest and others and digest != others.most_common(1)[0][0]:
+                usual = str(others.most_common(1)[0][0]) if others else ""
+                if digest and usual and digest != usual:
                     out.setdefault(node, []).append(
-                        f"{name}: sha256 {digest[:12]}… here, "
-                        f"{others.most_common(1)[0][0][:12]}… on most nodes"
+                        f"{name}: sha256 {digest[:12]}… here, {usual[:12]}… on most nodes"
                     )
                 continue
             if have is None:
@@ -223,13 +223,17 @@ def hash_manifest(
 ) -> dict[str, str]:
     """sha256 of every file of the manifest (cached); ``progress(file, done, size)``."""
     root = Path(path)
-    return {
-        rel: cache.digest(
-            root / rel,
-            (lambda d, s, rel=rel: progress(rel, d, s)) if progress else None,
-        )
-        for rel in _files(root)
-    }
+    out: dict[str, str] = {}
+    for rel in _files(root):
+        step: Callable[[int, int], None] | None = None
+        if progress is not None:
+            report = progress
+
+            def step(done: int, size: int, rel: str = rel) -> None:
+                report(rel, done, size)
+
+        out[rel] = cache.digest(root / rel, step)
+    return out
 
 
 def declared_disagreements(
