@@ -216,6 +216,19 @@ class HashCache:
         return value
 
 
+def _progress_of(
+    progress: Callable[[str, int, int], None] | None, rel: str
+) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+    report = progress
+
+    def step(done: int, size: int) -> None:
+        report(rel, done, size)
+
+    return step
+
+
 def hash_manifest(
     path: str | Path,
     cache: HashCache,
@@ -225,14 +238,7 @@ def hash_manifest(
     root = Path(path)
     out: dict[str, str] = {}
     for rel in _files(root):
-        step: Callable[[int, int], None] | None = None
-        if progress is not None:
-            report = progress
-
-            def step(done: int, size: int, rel: str = rel) -> None:
-                report(rel, done, size)
-
-        out[rel] = cache.digest(root / rel, step)
+        out[rel] = cache.digest(root / rel, _progress_of(progress, rel))
     return out
 
 
