@@ -134,3 +134,49 @@ def node_link_fault_plan(
             )
         ],
     }
+
+
+RELEASE_CHECKS = (
+    "release matrix",
+    "model files",
+    "same model files",
+    "container engine",
+    "container image",
+    "npu devices free",
+)
+
+
+def node_release_status(node: Node) -> dict[str, Any]:
+    """Driver, image, versions against the release matrix and the weights' state of
+    ``node``, for the node page: the target is its cluster profile's vllm-ascend
+    version; versions and checks are those of the node's latest preflight."""
+    from console.models.operations import OperationStep
+    from engine import compat
+
+    profile = node.cluster.profile if node.cluster is not None else None
+    target = profile.vllm_ascend_version if profile else ""
+    row = compat.release(target) if target else None
+    family = capability(node.effective_server_model).family
+    image = None
+    if row and node.driver == Node.Driver.CONTAINER:
+        image = compat.image(target, "a3" if family == "A3" else "a2")
+    step = (
+        OperationStep.objects.filter(node=node, name__startswith="Preflight checks on")
+        .exclude(data={})
+        .order_by("-pk")
+        .first()
+    )
+    checks = [
+        c
+        for c in ((step.data or {}).get("checks") or [] if step else [])
+        if c.get("name") in RELEASE_CHECKS
+    ]
+    return {
+        "driver": node.driver,
+        "image": image,
+        "target": target or None,
+        "needed": row.needed() if row else {},
+        "matrix_commit": compat.source()["commit"][:12],
+        "checks": checks,
+        "checked_at": step.finished_at if step else None,
+    }

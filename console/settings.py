@@ -83,6 +83,9 @@ if not PRODUCTION:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("CONSOLE_DEV", False)
+# demo: plan the simulated nodes as container ranks (the sim agents run them via the
+# simulator's docker CLI, engine/sim/docker_cli.py)
+SIM_CONTAINERS = env_bool("SIM_CONTAINERS", False)
 
 
 def _secret_key() -> str:

@@ -43,6 +43,7 @@ from celery.signals import worker_init, worker_shutdown  # noqa: E402
 if _blocked:
     del sys.modules["django"]
 
+from engine import weights  # noqa: E402
 from engine.collect import collect  # noqa: E402
 from engine.diagnose import diagnose  # noqa: E402
 from engine.drivers import get_driver, node_driver  # noqa: E402
@@ -198,6 +199,7 @@ ALLOWED_TASKS = frozenset(
         "node.echo",
         "node.collect",
         "node.preflight",
+        "node.weights_sha256",
         "engine.start",
         "engine.stop",
         "engine.status",
@@ -540,6 +542,7 @@ def node_preflight(
     ports: list[int],
     model_path: str,
     ping_targets: list[str],
+    vllm_ascend_version: str = "",
 ) -> dict[str, Any]:
     """The node-side preflight checks (engine.preflight), each pass/warn/fail with evidence and a fix."""
     _check_node(node)
@@ -549,8 +552,25 @@ def node_preflight(
         ports=[int(p) for p in ports],
         model_path=str(model_path),
         ping_targets=[str(t) for t in ping_targets],
+        vllm_ascend_version=str(vllm_ascend_version),
     )
     return {"node": config.node_name, "driver": config.driver, **result}
+
+
+@agent_task("node.weights_sha256")
+def node_weights_sha256(node: str, model_path: str) -> dict[str, Any]:
+    """The model directory's manifest with a sha256 per file (engine/weights.py): cached
+    by size and mtime, read at most ``WEIGHTS_HASH_MB_S`` MB/s."""
+    _check_node(node)
+    local = _driver().model_dir(str(model_path), config.node_name)
+    found = weights.manifest(local)
+    cache = weights.HashCache(
+        config.workdir / "weights-sha256.json",
+        max_mb_s=float(os.environ.get("WEIGHTS_HASH_MB_S", "200")),
+    )
+    found["sha256"] = weights.hash_manifest(local, cache) if found["exists"] else {}
+    found["path"] = str(model_path)
+    return {"node": config.node_name, **found}
 
 
 @agent_task("sim.inject")

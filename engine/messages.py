@@ -165,7 +165,9 @@ FIELD_CHECKS: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "ports": _ports,
         "model_path": _path,
         "ping_targets": _ips,
+        "vllm_ascend_version": lambda f, v: _text(f, v, max_len=40, empty=True),
     },
+    "node.weights_sha256": {"model_path": _path},
     "engine.start": {"plan": lambda f, v: check_plan(v)},
     "engine.stop": {"grace_s": lambda f, v: _number(f, v, 0.0, 3600.0)},
     "engine.status": {},
@@ -174,7 +176,9 @@ FIELD_CHECKS: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "fault": lambda f, v: _text(f, v, max_len=40),
         "value": _optional(lambda f, v: _text(f, v, max_len=40)),
     },
-    "node.evidence": {"log_lines": lambda f, v: _int(f, v, 1, 5000)},  # engine.evidence MAX_LOG_LINES
+    "node.evidence": {
+        "log_lines": lambda f, v: _int(f, v, 1, 5000)
+    },  # engine.evidence MAX_LOG_LINES
     "sim.clear": {},
     "sim.state": {},
 }

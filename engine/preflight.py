@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import compat, weights
 from engine.capabilities import UNKNOWN_MODEL, capability
 from engine.drivers import node_driver
 from engine.parsers import ParseError
@@ -308,44 +309,39 @@ def outside_models_root(path: str) -> str | None:
     return None
 
 
-def check_model(path: str) -> tuple[Check, int | None]:
-    """The model directory exists; its total size lets the control side compare nodes."""
+def check_model(path: str) -> tuple[Check, int | None, dict[str, Any] | None]:
+    """The model directory: its manifest (engine/weights.py), which the control side
+    compares across nodes file by file, and its total size."""
     if not path:
-        return Check(
-            "model path",
-            WARN,
-            "no model path to check (the node serves no cluster yet)",
-            "The path is checked again when the node joins a cluster.",
-        ), None
+        return (
+            Check(
+                "model path",
+                WARN,
+                "no model path to check (the node serves no cluster yet)",
+                "The path is checked again when the node joins a cluster.",
+            ),
+            None,
+            None,
+        )
     refused = outside_models_root(path)
     if refused:
-        return Check(
-            "model path",
-            FAIL,
-            refused,
-            "Put the model under the agent's AGENT_MODELS_ROOT (same path on every node) "
-            "or point AGENT_MODELS_ROOT at the directory that holds the models.",
-        ), None
-    size = node_driver().simulated_model_size(path)
-    if size is not None:  # no weights on a sim node: a stable size for the path
-        return Check("model path", PASS, f"{path} (simulated, {size} bytes)"), size
-    p = Path(path)
-    if not p.exists():
-        return Check(
-            "model path",
-            FAIL,
-            f"{path} does not exist",
-            "Copy the model to the same path on every node.",
-        ), None
-    size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-    if not (p / "config.json").exists():
-        return Check(
-            "model path",
-            WARN,
-            f"{path}: no config.json ({size} bytes)",
-            "Check that this is a Hugging Face model directory.",
-        ), size
-    return Check("model path", PASS, f"{path} ({size} bytes)"), size
+        return (
+            Check(
+                "model path",
+                FAIL,
+                refused,
+                "Put the model under the agent's AGENT_MODELS_ROOT (same path on every node) "
+                "or point AGENT_MODELS_ROOT at the directory that holds the models.",
+            ),
+            None,
+            None,
+        )
+    found = weights.manifest(node_driver().model_dir(path))
+    found["path"] = path  # as the plan names it, not where a sim node keeps it
+    result = weights.check(found)
+    if not found["exists"]:
+        result["evidence"] = f"{path} does not exist"
+    return Check(**result), (found["total_bytes"] if found["exists"] else None), found
 
 
 def check_ports(host: str, ports: list[int]) -> Check:
@@ -421,19 +417,33 @@ def run_preflight(
     ports: list[int],
     model_path: str,
     ping_targets: list[str],
+    vllm_ascend_version: str = "",
 ) -> dict[str, Any]:
     """All node-side checks. Returns {"checks": [...], "server_model": {...}, "versions": {...},
     "npu_ips": [...], "model_size": int|None}; server_model is ServerModelDetection.to_dict()."""
     checks, info = check_npus(expected_npus)
     npus = len({c.npu for c in info.chips}) if info else expected_npus
     nic_checks, ips = check_nics(npus, ping_targets)
-    model_check, size = check_model(model_path)
+    model_check, size, manifest = check_model(model_path)
     server_check, server = check_server_model()
     checks += nic_checks + [model_check, check_ports(host_ip, ports), server_check]
+    found = versions()
+    extra = [compat.check(found, vllm_ascend_version)]
+    if os.environ.get("ENGINE_DRIVER") == "container":
+        from engine.drivers.container import node_preflight
+
+        family = capability(server.model).family
+        extra += node_preflight(
+            socket.gethostname(),
+            expected_npus,
+            vllm_ascend_version or str(found.get("vllm_ascend") or ""),
+            "a3" if family == "A3" else "a2",
+        )
     return {
-        "checks": [c.to_dict() for c in checks],
+        "checks": [c.to_dict() for c in checks] + extra,
         "server_model": server.to_dict(),
-        "versions": versions(),
+        "versions": found,
         "npu_ips": ips,
         "model_size": size,
+        "weights": manifest,
     }

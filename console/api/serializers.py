@@ -217,6 +217,14 @@ _STATE_FIELDS = ["id", "created_at", "updated_at"]
 
 
 class EngineProfileWriteSerializer(serializers.ModelSerializer):
+    # the service allows only versions of the release matrix (engine/compat.py) unless
+    # this is true; the override gets its own audit row
+    vllm_ascend_override = serializers.BooleanField(
+        required=False,
+        write_only=True,
+        help_text="Allow a vllm-ascend version the release matrix does not know (audited).",
+    )
+
     class Meta:
         model = EngineProfile
         exclude = _STATE_FIELDS

@@ -367,6 +367,7 @@ class Node(models.Model):
         SYSTEMD = "systemd", _("systemd")
         PROCESS = "process", _("process")
         SIM = "sim", _("simulator")
+        CONTAINER = "container", _("container (vllm-ascend image)")
 
     name = models.CharField(
         _("name"), max_length=63, unique=True, validators=[name_validator]
@@ -429,7 +430,10 @@ class Node(models.Model):
         help_text=_("Defaults to node.<name>."),
     )
     driver = models.CharField(
-        _("engine driver"), max_length=8, choices=Driver.choices, default=Driver.SYSTEMD
+        _("engine driver"),
+        max_length=16,
+        choices=Driver.choices,
+        default=Driver.SYSTEMD,
     )
     link_mode = models.CharField(
         _("intra-server link"),

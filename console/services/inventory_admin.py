@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from console.models import Cluster, EngineProfile, LinkMode, Node
 from console.services.audit import audit_record, snapshot
 from console.services.plans import cluster_plan, profile_spec
+from engine import compat
 from engine.plans import NodeSpec, PlanError, build_plan
 
 # Reference server (Atlas 800T A2, 8 x 910B3, 64 GB) for profiles no cluster uses.
@@ -175,31 +176,68 @@ def _write(
     return obj
 
 
+def _release_version(
+    profile: EngineProfile, changes: dict[str, Any], actor: Any, request: Any
+) -> None:
+    """The vllm-ascend version must be a release of the matrix, unless overridden (audited)."""
+    changes = dict(changes)
+    override = bool(changes.pop("vllm_ascend_override", False))
+    version = changes.get("vllm_ascend_version", profile.vllm_ascend_version) or ""
+    if not version or compat.release(version) is not None:
+        return
+    if not override:
+        known = ", ".join(list(compat.releases())[:12])
+        raise InventoryInvalid(
+            {
+                "vllm_ascend_version": [
+                    _(
+                        "{v} is not in vllm-ascend's release compatibility matrix; "
+                        "choose one of: {known}, … (or set vllm_ascend_override as an admin)."
+                    ).format(v=version, known=known)
+                ]
+            }
+        )
+    audit_record(
+        action="profile.version_override",
+        actor=actor,
+        request=request,
+        target=profile,
+        before=None,
+        after={"vllm_ascend_version": version, "matrix": compat.source()["commit"]},
+    )
+
+
 def profile_create(
     *, data: dict[str, Any], actor: Any, request: Any = None
 ) -> EngineProfile:
     profile = EngineProfile()
-    return _write(
-        profile,
-        changes=data,
-        action="profile.create",
-        validate=lambda: profile_validate_plan(profile=profile),
-        actor=actor,
-        request=request,
-    )  # type: ignore[return-value]
+    with transaction.atomic():
+        obj = _write(
+            profile,
+            changes={k: v for k, v in data.items() if k != "vllm_ascend_override"},
+            action="profile.create",
+            validate=lambda: profile_validate_plan(profile=profile),
+            actor=actor,
+            request=request,
+        )
+        _release_version(profile, data, actor, request)
+    return obj  # type: ignore[return-value]
 
 
 def profile_update(
     *, profile: EngineProfile, changes: dict[str, Any], actor: Any, request: Any = None
 ) -> EngineProfile:
-    return _write(
-        profile,
-        changes=changes,
-        action="profile.update",
-        validate=lambda: profile_validate_plan(profile=profile),
-        actor=actor,
-        request=request,
-    )  # type: ignore[return-value]
+    with transaction.atomic():
+        obj = _write(
+            profile,
+            changes={k: v for k, v in changes.items() if k != "vllm_ascend_override"},
+            action="profile.update",
+            validate=lambda: profile_validate_plan(profile=profile),
+            actor=actor,
+            request=request,
+        )
+        _release_version(profile, changes, actor, request)
+    return obj  # type: ignore[return-value]
 
 
 def profile_delete(*, profile: EngineProfile, actor: Any, request: Any = None) -> None:

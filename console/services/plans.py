@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 
 from console.models import Cluster, EngineProfile, Node
+from engine.capabilities import capability
+from engine.drivers.container import container_env
 from engine.memory import model_facts_from_config
-from engine.plans import ClusterPlan, NodeSpec, ProfileSpec, build_plan
+from engine.plans import ClusterPlan, NodeSpec, PlanError, ProfileSpec, build_plan
 
 
-def profile_spec(profile: EngineProfile) -> ProfileSpec:
-    """The engine's view of a profile; model facts from config.json win when the path has one."""
+def profile_spec(
+    profile: EngineProfile, model_config: dict[str, Any] | None = None
+) -> ProfileSpec:
+    """The engine's view of a profile; model facts from config.json win: the one the
+    nodes reported (``model_config``, console/services/weights.py), else a config.json
+    under the path on this machine."""
     facts = {
         "total_params_b": profile.total_params_b,
         "active_params_b": profile.active_params_b,
@@ -22,7 +29,11 @@ def profile_spec(profile: EngineProfile) -> ProfileSpec:
         "num_kv_heads": profile.num_kv_heads,
         "head_dim": profile.head_dim,
     }
-    from_config = model_facts_from_config(profile.model_path) or {}
+    from_config = (
+        model_config
+        if model_config is not None
+        else model_facts_from_config(profile.model_path) or {}
+    )
     facts.update({k: v for k, v in from_config.items() if k in facts})
     return ProfileSpec(
         name=profile.name,
@@ -45,7 +56,7 @@ def profile_spec(profile: EngineProfile) -> ProfileSpec:
         extra_flags=list(profile.extra_flags or []),
         extra_env=dict(profile.extra_env or {}),
         hccl_buffsize_mb=profile.hccl_buffsize_mb,
-        kv_layers=profile.kv_layers,
+        kv_layers=from_config.get("kv_layers") or profile.kv_layers,
         **facts,  # type: ignore[arg-type]
     )
 
@@ -76,6 +87,7 @@ def cluster_plan(
     *,
     nodes: Iterable[NodeSpec] | None = None,
     profile: EngineProfile | None = None,
+    model_config: dict[str, Any] | None = None,
 ) -> ClusterPlan:
     """Build the plan for a cluster (its members in rank order unless ``nodes`` is given).
 
@@ -86,10 +98,42 @@ def cluster_plan(
         if nodes is not None
         else [node_spec(n) for n in cluster.ranked_nodes()]
     )
-    return build_plan(
+    profile = profile or cluster.profile
+    plan = build_plan(
         cluster.name,
         specs,
-        profile_spec(profile or cluster.profile),
+        profile_spec(profile, model_config),
         # the console's own /health wait must outlast vLLM's (engine.timeouts)
         console_health_timeout_s=settings.ENGINE_HEALTH_TIMEOUT_S,
     )
+    return with_container_images(plan, cluster, profile)
+
+
+def with_container_images(
+    plan: ClusterPlan, cluster: Cluster, profile: EngineProfile
+) -> ClusterPlan:
+    """Container-driver ranks get the image of the profile's vllm-ascend release for
+    their hardware (A3 servers run the ``-a3`` image; engine/compat.py)."""
+    drivers = [Node.Driver.CONTAINER] + (
+        [Node.Driver.SIM] if settings.SIM_CONTAINERS else []
+    )
+    nodes = (
+        {n.name: n for n in cluster.nodes.filter(driver__in=drivers)}
+        if cluster.pk
+        else {}
+    )
+    for rank in plan.nodes:
+        node = nodes.get(rank.name)
+        if node is None:
+            continue
+        family = capability(node.effective_server_model).family
+        try:
+            rank.env = container_env(
+                rank.env,
+                cluster=cluster.name,
+                vllm_ascend_version=profile.vllm_ascend_version,
+                hardware="a3" if family == "A3" else "a2",
+            )
+        except ValueError as exc:
+            raise PlanError({"vllm_ascend_version": [str(exc)]}) from None
+    return plan

@@ -17,6 +17,8 @@ DRIVERS: dict[str, str] = {
     "process": "engine.drivers.process.ProcessDriver",
     # simulated nodes: same code path, sim binaries
     "sim": "engine.drivers.sim.SimDriver",
+    # real nodes running vllm-ascend's image (docker/podman; CONTAINER_ENGINE)
+    "container": "engine.drivers.container.ContainerDriver",
 }
 
 __all__ = [

@@ -14,7 +14,12 @@ if (
 
 ENGINE_STATES = ("running", "stopped", "exited", "unknown")
 # Real installs put hccn_tool here rather than on PATH (ascend-facts.md §3).
-TOOL_DIRS = ("/usr/local/Ascend/driver/tools", "/usr/local/bin", "/usr/bin", "/usr/sbin")
+TOOL_DIRS = (
+    "/usr/local/Ascend/driver/tools",
+    "/usr/local/bin",
+    "/usr/bin",
+    "/usr/sbin",
+)
 
 
 @dataclass
@@ -151,9 +156,9 @@ class Driver:
         """Where this node's hccn.conf lives, when not /etc/hccn.conf."""
         return None
 
-    def simulated_model_size(self, path: str) -> int | None:
-        """A node without real weights reports a stable size for ``path``; None = measure."""
-        return None
+    def model_dir(self, path: str, node: str | None = None) -> Path:
+        """Where ``path`` (as the plan names it) is on this node's disk."""
+        return Path(path)
 
     def home_dir(self, node: str) -> Path:
         """The home directory whose ``ascend/log`` holds the node's CANN logs (plogs)."""

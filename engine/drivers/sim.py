@@ -11,16 +11,17 @@ faults) are answered here from engine/sim's state.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.drivers.base import DriverError, EngineSpec
+from engine.drivers.base import DriverError, EngineSpec, EngineStatus
+from engine.drivers.container import IMAGE_KEY, NAME_FILE, ContainerDriver
 from engine.drivers.process import ProcessDriver
 from engine.sim import BIN_DIR, dmidecode, hccn_tool, npu_smi
+from engine.sim.models import node_model_dir
 from engine.sim.plog import crash_traces
 from engine.sim.state import (
     clear_faults,
@@ -37,11 +38,53 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class SimDriver(ProcessDriver):
-    """Starts ``engine.sim.vllm`` with the argv a real node's ``vllm serve`` gets."""
+    """Starts ``engine.sim.vllm`` with the argv a real node's ``vllm serve`` gets.
+
+    A rank whose plan names an image (the inventory's driver is ``container``) runs
+    through the container driver against the simulator's docker/podman CLI instead.
+    """
 
     name = "sim"
     tool_dirs = (str(BIN_DIR),)
     engine_dies_with_agent = True  # make run's Ctrl-C leaves no orphan engine
+
+    def _container(self, spec: EngineSpec) -> ContainerDriver | None:
+        marker = Path(spec.workdir) / NAME_FILE if spec.workdir else None
+        if IMAGE_KEY not in spec.env and not (marker and marker.exists()):
+            return None
+        state_dir = spec.env.get("SIM_STATE_DIR") or os.environ.get(
+            "SIM_STATE_DIR", "var/sim"
+        )
+        return ContainerDriver(
+            search_path=str(BIN_DIR),
+            extra_env={
+                "SIM_STATE_DIR": str(Path(state_dir).resolve()),
+                "SIM_NODE": spec.node,
+                "SIM_PYTHON": sys.executable,
+            },
+        )
+
+    def start(self, spec: EngineSpec) -> EngineStatus:
+        if IMAGE_KEY not in spec.env and spec.workdir:
+            (Path(spec.workdir) / NAME_FILE).unlink(missing_ok=True)
+        box = self._container(spec)
+        return box.start(spec) if box else super().start(spec)
+
+    def stop(self, spec: EngineSpec, *, grace_s: float = 30.0) -> EngineStatus:
+        box = self._container(spec)
+        return (
+            box.stop(spec, grace_s=grace_s)
+            if box
+            else super().stop(spec, grace_s=grace_s)
+        )
+
+    def status(self, spec: EngineSpec) -> EngineStatus:
+        box = self._container(spec)
+        return box.status(spec) if box else super().status(spec)
+
+    def logs(self, spec: EngineSpec, lines: int = 200) -> list[str]:
+        box = self._container(spec)
+        return box.logs(spec, lines) if box else super().logs(spec, lines)
 
     def command(self, spec: EngineSpec) -> tuple[list[str], dict[str, str]]:
         argv, env = super().command(spec)
@@ -118,8 +161,9 @@ class SimDriver(ProcessDriver):
     def hccn_conf(self) -> Path:
         return node_dir() / "hccn.conf"
 
-    def simulated_model_size(self, path: str) -> int:
-        return int(hashlib.sha256(path.encode()).hexdigest()[:10], 16)
+    def model_dir(self, path: str, node: str | None = None) -> Path:
+        # each sim node carries its own copy of a tiny real HF-format model directory
+        return node_model_dir(path, node)
 
     def home_dir(self, node: str) -> Path:
         return node_dir(node)  # the sim node's stand-in for $HOME

@@ -27,7 +27,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_it_sizes_a_model_under_the_root(root: Path) -> None:
-    check, size = check_model(str(root / "qwen"))
+    check, size, _ = check_model(str(root / "qwen"))
     assert check.status == PASS and size == 1002
 
 
@@ -44,6 +44,6 @@ def test_it_sizes_a_model_under_the_root(root: Path) -> None:
     ],
 )
 def test_it_refuses_a_path_outside_the_root(root: Path, path: str) -> None:
-    check, size = check_model(path.format(root=root))
+    check, size, _ = check_model(path.format(root=root))
     assert check.status == FAIL and size is None
     assert "AGENT_MODELS_ROOT" in check.fix

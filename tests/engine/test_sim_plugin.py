@@ -71,6 +71,6 @@ def test_a_real_driver_refuses_fault_injection_and_looks_for_tools_where_ascend_
     with pytest.raises(PermissionError, match="runs the process driver"):
         real.fault_inject("n0", "crash", "once")
     assert real.tool_dirs == TOOL_DIRS and real.run_tool(["npu-smi", "info"]) is None
-    assert real.versions() is None and real.simulated_model_size("/m") is None
+    assert real.versions() is None and str(real.model_dir("/m")) == "/m"
     sim = get_driver("sim")
     assert sim.tool_dirs == (str(BIN_DIR),) and sim.engine_dies_with_agent

@@ -1,16 +1,34 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.models import Cluster
 from console.services.plans import cluster_plan
+from engine.drivers.base import EngineSpec
+from engine.drivers.container import CLUSTER_KEY, render_container_unit, run_argv
 from engine.plans import PlanError
 from engine.render import render_shell, render_systemd_unit
 
 UNIT_ENV_DIR = "/etc/vllm"
+
+
+def _continued(argv: list[str]) -> list[str]:
+    """docker run argv as shell lines: one option (with its value) a line, then the
+    image and the command on the last line, as in vllm-ascend's docs."""
+    lines, i = [" ".join(argv[:3])], 3
+    while i < len(argv) and argv[i].startswith("-"):
+        if "=" not in argv[i] and argv[i] not in ("--rm", "--detach"):
+            lines.append(f"{argv[i]} {shlex.quote(argv[i + 1])}")
+            i += 2
+        else:
+            lines.append(shlex.quote(argv[i]))
+            i += 1
+    lines.append(" ".join(shlex.quote(a) for a in argv[i:]))
+    return lines
 
 
 class Command(BaseCommand):
@@ -60,8 +78,16 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"node {options['node']!r} is not a member of {cluster.name}; members: {', '.join(n.name for n in plan.nodes)}"
                 )
+        # container-driver ranks: the docker run argv and the unit that runs it
+        containers = {
+            n.name: EngineSpec(n.name, n.rank, n.role, n.argv, n.env, "")
+            for n in nodes
+            if CLUSTER_KEY in n.env
+        }
         units = {
-            n.name: render_systemd_unit(n, env_file=f"{UNIT_ENV_DIR}/{n.name}.env")
+            n.name: render_container_unit(containers[n.name])
+            if n.name in containers
+            else render_systemd_unit(n, env_file=f"{UNIT_ENV_DIR}/{n.name}.env")
             for n in nodes
         }
         if options["json"]:
@@ -69,7 +95,20 @@ class Command(BaseCommand):
                 "cluster": plan.cluster,
                 "vllm_version": plan.vllm_version,
                 "nodes": [
-                    {**n.to_dict(), "systemd_unit": units[n.name]} for n in nodes
+                    {
+                        **n.to_dict(),
+                        "systemd_unit": units[n.name],
+                        **(
+                            {
+                                "container_argv": run_argv(
+                                    containers[n.name], detach=False
+                                )
+                            }
+                            if n.name in containers
+                            else {}
+                        ),
+                    }
+                    for n in nodes
                 ],
                 "fit": plan.fit.to_dict(),
                 "warnings": list(plan.warnings),
@@ -87,6 +126,11 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.MIGRATE_HEADING(f"rank {n.rank} · {n.name} · {n.role}")
             )
+            if n.name in containers:
+                argv = run_argv(containers[n.name], detach=False)
+                self.stdout.write("  " + " \\\n    ".join(_continued(argv)))
+                self.stdout.write("")
+                continue
             for key, value in n.env.items():
                 self.stdout.write(f"  {key}={value}")
             self.stdout.write("  " + " ".join(n.argv))

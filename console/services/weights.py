@@ -1,0 +1,74 @@
+"""The model files as the nodes report them (engine/weights.py), compared across nodes.
+
+The preflight runbook calls ``cross_node_checks`` with the nodes' ``node.preflight``
+answers (each carries ``weights``, the node's manifest) and builds the plan with
+``reported_config``: the fit estimate then uses the config.json the nodes hold, not a
+file on the console (which holds no weights in production).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from console.models import EngineProfile
+from engine import weights
+
+FACT_KEYS = (
+    "num_layers",
+    "hidden_size",
+    "num_kv_heads",
+    "head_dim",
+    "num_experts",
+    "kv_layers",
+)
+
+
+def reported_config(answers: dict[str, Any]) -> dict[str, Any] | None:
+    """The config.json facts most nodes report (None when no node reported one)."""
+    configs = [
+        json.dumps(a["weights"]["config"], sort_keys=True)
+        for a in answers.values()
+        if isinstance(a, dict) and (a.get("weights") or {}).get("config")
+    ]
+    if not configs:
+        return None
+    return dict(json.loads(Counter(configs).most_common(1)[0][0]))
+
+
+def cross_node_checks(
+    answers: dict[str, Any], profile: EngineProfile
+) -> dict[str, list[dict[str, str]]]:
+    """Per node: a failing "same model files" check naming the files that differ from
+    the majority; under "cluster": a warning naming profile figures config.json contradicts."""
+    manifests = {
+        name: a["weights"]
+        for name, a in answers.items()
+        if isinstance(a, dict) and a.get("weights")
+    }
+    out: dict[str, list[dict[str, str]]] = {}
+    for node, diffs in weights.compare(manifests).items():
+        out.setdefault(node, []).append(
+            {
+                "name": "same model files",
+                "status": "fail",
+                "evidence": "; ".join(diffs[:10])
+                + (f"; and {len(diffs) - 10} more" if len(diffs) > 10 else ""),
+                "fix": f"Copy these files again from a good node to {node} "
+                "(rsync -a --checksum), then rerun preflight.",
+            }
+        )
+    config = reported_config(answers)
+    declared = {k: getattr(profile, k, None) for k in FACT_KEYS}
+    disagree = weights.declared_disagreements(declared, config)
+    if disagree:
+        out.setdefault("cluster", []).append(
+            {
+                "name": "profile figures",
+                "status": "warn",
+                "evidence": "; ".join(disagree),
+                "fix": "The plan uses the nodes' config.json; correct the profile's figures.",
+            }
+        )
+    return out

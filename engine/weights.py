@@ -1,0 +1,262 @@
+"""The model directory as a node holds it: a manifest to compare across nodes, sha256 on demand.
+
+Weights that differ or are corrupt on one node are a reported start problem
+(vllm-project/vllm-ascend issue 955): vLLM then fails late in a 20-minute load, or
+serves wrong answers. The manifest is cheap (stat only): every file's size, whether
+``model.safetensors.index.json``'s ``weight_map`` names only shards that exist
+(Hugging Face's sharded-checkpoint index: ``{"metadata": {"total_size"}, "weight_map":
+{tensor: file}}``), and ``config.json`` parsed. Hashes are computed only when asked,
+read in bounded chunks at a bounded rate, and cached by (size, mtime).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.memory import model_facts_from_config
+
+INDEX = "model.safetensors.index.json"
+CHUNK = 1 << 20
+# files a model directory may carry that differ harmlessly between nodes
+IGNORED = (".cache/", ".git/", "__pycache__/")
+
+
+def _files(root: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if any(rel.startswith(i) or f"/{i}" in rel for i in IGNORED):
+            continue
+        if p.is_file():
+            out[rel] = p.stat().st_size
+    return out
+
+
+def _config(root: Path) -> tuple[dict[str, Any] | None, str]:
+    """config.json's facts for the fit estimate, plus dtype and quantization; (None, why)."""
+    path = root / "config.json"
+    if not path.is_file():
+        return None, "no config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        facts: dict[str, Any] = dict(model_facts_from_config(str(root)) or {})
+    except ValueError as exc:
+        return None, f"config.json unreadable: {exc}"
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
+    facts["architectures"] = list(raw.get("architectures") or [])
+    facts["dtype"] = raw.get("torch_dtype") or raw.get("dtype") or text.get("dtype")
+    quant = raw.get("quantization_config")
+    facts["quantization"] = (
+        quant.get("quant_method") if isinstance(quant, dict) else None
+    )
+    return facts, ""
+
+
+def _index(root: Path, files: dict[str, int]) -> dict[str, Any] | None:
+    path = root / INDEX
+    if not path.is_file():
+        return None
+    try:
+        weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return {"shards": [], "missing": [], "error": f"{INDEX} unreadable: {exc}"}
+    return {"shards": shards, "missing": [s for s in shards if s not in files]}
+
+
+def manifest(path: str | Path) -> dict[str, Any]:
+    """The directory's manifest: {"path", "exists", "files": {rel: size}, "total_bytes",
+    "config": {...} | None, "index": {"shards", "missing"} | None, "problems": [...]}."""
+    root = Path(path)
+    if not root.is_dir():
+        return {
+            "path": str(path),
+            "exists": False,
+            "files": {},
+            "total_bytes": 0,
+            "config": None,
+            "index": None,
+            "problems": [f"{path} does not exist"],
+        }
+    files = _files(root)
+    config, why = _config(root)
+    index = _index(root, files)
+    problems = [why] if why else []
+    if index is not None:
+        if index.get("error"):
+            problems.append(index["error"])
+        if index["missing"]:
+            problems.append(
+                f"{INDEX} names {len(index['missing'])} missing shard(s): "
+                + ", ".join(index["missing"][:5])
+            )
+    elif not any(f.endswith(".safetensors") for f in files):
+        problems.append("no *.safetensors weights")
+    return {
+        "path": str(path),
+        "exists": True,
+        "files": files,
+        "total_bytes": sum(files.values()),
+        "config": config,
+        "index": index,
+        "problems": problems,
+    }
+
+
+def check(m: dict[str, Any]) -> dict[str, str]:
+    """A preflight check dict for one node's manifest."""
+    if m["problems"]:
+        return {
+            "name": "model files",
+            "status": "fail",
+            "evidence": f"{m['path']}: " + "; ".join(m["problems"]),
+            "fix": "Copy the complete model (config.json, the index and every shard) "
+            "to the same path on every node.",
+        }
+    shards = len(m["index"]["shards"]) if m["index"] else 0
+    return {
+        "name": "model files",
+        "status": "pass",
+        "evidence": f"{m['path']}: {len(m['files'])} files, {m['total_bytes']} bytes, "
+        f"{shards} shards as the index lists, config.json parsed",
+        "fix": "",
+    }
+
+
+def compare(manifests: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Differences per node against the majority: {node: ["file: size X here, Y on most"]}.
+
+    A file missing on a node, extra on it, or of another size (or sha256, where both
+    sides have one) is named. Nodes that agree with the majority get no entry.
+    """
+    if len(manifests) < 2:
+        return {}
+    names = sorted({f for m in manifests.values() for f in m["files"]})
+    out: dict[str, list[str]] = {}
+    for name in names:
+        sizes = Counter(m["files"].get(name) for m in manifests.values())
+        common, _ = sizes.most_common(1)[0]
+        for node, m in manifests.items():
+            have = m["files"].get(name)
+            if have == common:
+                digest = (m.get("sha256") or {}).get(name)
+                others = Counter(
+                    (o.get("sha256") or {}).get(name)
+                    for o in manifests.values()
+                    if (o.get("sha256") or {}).get(name)
+                )
+                usual = str(others.most_common(1)[0][0]) if others else ""
+                if digest and usual and digest != usual:
+                    out.setdefault(node, []).append(
+                        f"{name}: sha256 {digest[:12]}… here, {usual[:12]}… on most nodes"
+                    )
+                continue
+            if have is None:
+                text = f"{name}: missing here ({common} bytes on most nodes)"
+            elif common is None:
+                text = f"{name}: only here ({have} bytes)"
+            else:
+                text = f"{name}: {have} bytes here, {common} bytes on most nodes"
+            out.setdefault(node, []).append(text)
+    return out
+
+
+class HashCache:
+    """sha256 per file, cached in a JSON file by (size, mtime_ns); bounded read rate."""
+
+    def __init__(self, cache_file: Path, *, max_mb_s: float = 0.0) -> None:
+        self.cache_file = cache_file
+        self.max_mb_s = max_mb_s  # 0 = unbounded; chunks are always CHUNK bytes
+        try:
+            self.entries: dict[str, Any] = json.loads(cache_file.read_text("utf-8"))
+        except (OSError, ValueError):
+            self.entries = {}
+
+    def _save(self) -> None:
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.entries), encoding="utf-8")
+        os.replace(tmp, self.cache_file)
+
+    def digest(
+        self, path: Path, progress: Callable[[int, int], None] | None = None
+    ) -> str:
+        st = path.stat()
+        key = str(path.resolve())
+        hit = self.entries.get(key)
+        if hit and hit["size"] == st.st_size and hit["mtime_ns"] == st.st_mtime_ns:
+            return str(hit["sha256"])
+        h = hashlib.sha256()
+        done = 0
+        started = time.monotonic()
+        with path.open("rb") as f:
+            while chunk := f.read(CHUNK):
+                h.update(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, st.st_size)
+                if self.max_mb_s > 0:
+                    ahead = done / (self.max_mb_s * 1e6) - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+        value = h.hexdigest()
+        self.entries[key] = {
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "sha256": value,
+        }
+        self._save()
+        return value
+
+
+def _progress_of(
+    progress: Callable[[str, int, int], None] | None, rel: str
+) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+    report = progress
+
+    def step(done: int, size: int) -> None:
+        report(rel, done, size)
+
+    return step
+
+
+def hash_manifest(
+    path: str | Path,
+    cache: HashCache,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, str]:
+    """sha256 of every file of the manifest (cached); ``progress(file, done, size)``."""
+    root = Path(path)
+    out: dict[str, str] = {}
+    for rel in _files(root):
+        out[rel] = cache.digest(root / rel, _progress_of(progress, rel))
+    return out
+
+
+def declared_disagreements(
+    declared: dict[str, Any], config: dict[str, Any] | None
+) -> list[str]:
+    """Profile figures (num_layers, num_experts, …) that config.json contradicts."""
+    if not config:
+        return []
+    return [
+        f"{key}: profile says {declared[key]}, config.json says {config[key]}"
+        for key in (
+            "num_layers",
+            "hidden_size",
+            "num_experts",
+            "num_kv_heads",
+            "head_dim",
+            "kv_layers",
+        )
+        if declared.get(key) and config.get(key) and declared[key] != config[key]
+    ]
