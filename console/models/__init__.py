@@ -1,5 +1,6 @@
 """Models of the operator app, split by sub-domain (STYLE §1)."""
 
+from console.models.acceptance import BenchmarkRun, GatePolicy, GateRun
 from console.models.audit import AuditEvent
 from console.models.gateway import ApiKey, ApiUsage
 from console.models.inventory import (
@@ -20,6 +21,9 @@ from console.models.operations import (
 )
 
 __all__ = [
+    "BenchmarkRun",
+    "GatePolicy",
+    "GateRun",
     "ApiKey",
     "ApiUsage",
     "Operation",

@@ -51,6 +51,7 @@ FAULT_FORMS: dict[str, str] = {
     "crash": "crash once|always",
     "slow-start": "slow-start SECONDS (0-3600)",
     "agent-stop": "agent-stop (no value)",
+    "garbled": "garbled (no value)",
 }
 
 
@@ -84,6 +85,7 @@ class Faults:
     crash: str | None = None  # "once" | "always"
     slow_start_s: float = 0.0
     agent_stop: bool = False
+    garbled: bool = False  # the engine answers junk/loops (engine/sim/vllm/answers.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -107,6 +109,8 @@ class Faults:
             names.append("slow-start")
         if self.agent_stop:
             names.append("agent-stop")
+        if self.garbled:
+            names.append("garbled")
         return names
 
 
@@ -292,6 +296,9 @@ def inject_fault(d: Path, fault: str, value: str | None) -> Faults:
     elif fault == "agent-stop":
         _no_value(fault, value)
         f.agent_stop = True
+    elif fault == "garbled":
+        _no_value(fault, value)
+        f.garbled = True
     else:
         allowed = ", ".join(FAULT_FORMS.values())
         raise ValueError(f"unknown fault {fault!r}; allowed: {allowed}")

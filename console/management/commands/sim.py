@@ -18,6 +18,7 @@ FAULTS = (
     "crash once|always",
     "slow-start SECONDS",
     "agent-stop",
+    "garbled",
 )
 
 

@@ -215,6 +215,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
     links = LinkState()
     me = env.node or "rank0"
     links.set(me, env.link_mode, faults.hccs_loss_pct)
+    links.set_garbled(me, faults.garbled)
     engines = max(args.data_parallel_size, 1)
     metrics = EngineMetrics(
         model_name=args.model_name,
@@ -246,6 +247,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
             links.set(
                 peer.node or f"rank{peer.ranks[0]}", peer.link_mode, peer.loss_pct
             )
+            links.set_garbled(peer.node or f"rank{peer.ranks[0]}", peer.garbled)
 
     def on_dead(reason: str) -> None:
         if flags["dead"]:
@@ -376,6 +378,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
         while True:
             f = env.faults()
             links.set(me, env.link_mode, f.hccs_loss_pct)
+            links.set_garbled(me, f.garbled)
             _warn_links(log, links, slow)
             if flags["dead"]:
                 phase = "dead"
@@ -468,6 +471,7 @@ async def run_headless(args: ServeArgs, env: Env) -> int:
         "node": env.node,
         "link_mode": env.link_mode,
         "hccs_loss_pct": faults.hccs_loss_pct,
+        "garbled": faults.garbled,
     }
     connect = asyncio.create_task(
         headless_connect(host, port, hello, env.headless_timeout_s)
@@ -518,6 +522,7 @@ async def run_headless(args: ServeArgs, env: Env) -> int:
                         "type": "hb",
                         "link_mode": env.link_mode,
                         "hccs_loss_pct": f.hccs_loss_pct,
+                        "garbled": f.garbled,
                     }
                 )
             )
