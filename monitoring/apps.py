@@ -8,3 +8,9 @@ class MonitoringConfig(AppConfig):
     name = "monitoring"
     verbose_name = _("Monitoring")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from console.signals import gate_finished
+        from monitoring.alerts.gate import on_gate_finished
+
+        gate_finished.connect(on_gate_finished, dispatch_uid="monitoring.gate_alert")
