@@ -47,7 +47,9 @@ class SimEngine:
 
 
 @contextmanager
-def sim_engine(model: str, *, time_scale: str = "0.05") -> Iterator[SimEngine]:
+def sim_engine(
+    model: str, *, time_scale: str = "0.05", extra_env: dict[str, str] | None = None
+) -> Iterator[SimEngine]:
     """A DP1 sim engine serving ``model`` (vLLM 0.33.0 endpoints) until the block ends.
 
     ``time_scale`` multiplies the simulated latencies (0.3: a decode step ~12 ms)."""
@@ -58,6 +60,7 @@ def sim_engine(model: str, *, time_scale: str = "0.05") -> Iterator[SimEngine]:
         "SIM_TIME_SCALE": time_scale,
         "SIM_LOAD_S": "0.1",
         "PYTHONPATH": str(ROOT),
+        **(extra_env or {}),
     }
     argv = [
         sys.executable,

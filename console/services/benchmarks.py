@@ -101,6 +101,14 @@ def _int(value: Any) -> int | None:
         return None
 
 
+def _mean_len(values: Any) -> int | None:
+    """The shape of a random-dataset run: the requests' mean input (or output) length."""
+    if not isinstance(values, list) or not values:
+        return None
+    nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return round(sum(nums) / len(nums)) if nums else None
+
+
 def benchmark_import(
     raw: Any, *, cluster: Cluster | None, label: str = "", actor: Any = None
 ) -> BenchmarkRun:
@@ -109,6 +117,8 @@ def benchmark_import(
     return benchmark_store(
         result,
         cluster=cluster,
+        input_len=_mean_len(raw.get("input_lens")),
+        output_len=_mean_len(raw.get("output_lens")),
         tool="vllm bench serve",
         tool_version=str(raw.get("vllm_version") or raw.get("version") or ""),
         source="import",
