@@ -47,11 +47,16 @@ def gate_rule() -> AlertRule:
 
 
 def _message(run: GateRun) -> str:
+    """'gate failed on C: 2/8 samples (arith-add, qa-gold); arith-add: <first problem>' (≤ 300 chars)."""
     failing = [s for s in run.samples if not s.get("passed")]
-    names = ", ".join(
-        f"{s['id']} ({(s.get('problems') or ['wrong answer'])[0]})" for s in failing
+    ids = ", ".join(s["id"] for s in failing)
+    first = failing[0] if failing else None
+    why = (first.get("problems") or ["wrong answer"])[0] if first else run.reason
+    head = (
+        f"correctness gate failed on {run.cluster.name}: "
+        f"{len(failing)}/{len(run.samples)} samples ({ids})"
     )
-    return f"correctness gate failed on {run.cluster.name}: {names}"[:300]
+    return f"{head}; {first['id'] if first else 'gate'}: {why}"[:300]
 
 
 def gate_alert_apply(run: GateRun) -> Alert | None:
@@ -113,7 +118,15 @@ def gate_alert_apply(run: GateRun) -> Alert | None:
                 kind=AlertEventKind.FIRING,
                 at=now,
                 message=message,
-                data={"gate_run": run.pk, "failing_samples": failing},
+                data={
+                    "gate_run": run.pk,
+                    "failing_samples": failing,
+                    "samples": [
+                        {"id": x["id"], "answer": x["answer"][:200], "problems": x["problems"]}
+                        for x in run.samples
+                        if not x.get("passed")
+                    ],
+                },
             )
         notifications = _notifications_create([alert])
         transaction.on_commit(lambda: _after(alert, notifications))
