@@ -105,7 +105,7 @@ class Command(BaseCommand):
         for c in verdict["checks"]:
             mark = "PASS" if c["passed"] else "FAIL"
             value = "n/a" if c["value"] is None else f"{c['value']:.2f}"
-            margin = "" if c["margin_pct"] is None else f" (margin {c['margin_pct']:+.1f}%)"
+            margin = "" if c["margin_pct"] is None else f" (margin {c['margin_pct']:+.2f}%)"
             self.stdout.write(f"{mark} {c['name']}: {value} vs {c['limit']:.2f}{margin}")
         if verdict["baseline"] is not None:
             self.stdout.write(
