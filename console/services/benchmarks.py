@@ -181,11 +181,31 @@ def plan_diff(a: BenchmarkRun, b: BenchmarkRun) -> list[str]:
         for k in sorted(set(ea) | set(eb)):
             if ea.get(k) != eb.get(k):
                 out.append(f"{node}: env {k} {ea.get(k)!r} → {eb.get(k)!r}")
-        fa, fb = set(na.get("argv", [])), set(nb.get("argv", []))
-        for tok in sorted(fa - fb):
-            out.append(f"{node}: argv − {tok}")
-        for tok in sorted(fb - fa):
-            out.append(f"{node}: argv + {tok}")
+        fa, fb = _flags(na.get("argv", [])), _flags(nb.get("argv", []))
+        for k in sorted(set(fa) | set(fb)):
+            if fa.get(k) != fb.get(k):
+                out.append(f"{node}: {k} {fa.get(k)!r} → {fb.get(k)!r}")
+    return out
+
+
+def _flags(argv: list[str]) -> dict[str, str | None]:
+    """``vllm serve`` argv as {flag: value}; a switch maps to "", positionals to "argN"."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("--"):
+            if "=" in tok:
+                flag, _, value = tok.partition("=")
+                out[flag] = value
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                out[tok] = argv[i + 1]
+                i += 1
+            else:
+                out[tok] = ""
+        else:
+            out[f"arg{i}"] = tok
+        i += 1
     return out
 
 

@@ -82,7 +82,7 @@ def test_a_regression_against_the_baseline_fails_and_compare_names_the_plan_chan
     assert data["regressed"] is True and data["same_plan"] is False
     row = next(r for r in data["figures"] if r["name"] == "output_throughput")
     assert row["delta_pct"] == pytest.approx(-5.95, abs=0.01) and row["regressed"]
-    assert any("--max-num-seqs" in line or "32" in line for line in data["plan_diff"])
+    assert "ascend-01: --max-num-seqs '16' → '32'" in data["plan_diff"], data["plan_diff"]
     call_command("bench", "show", str(worse.pk))
     out = capsys.readouterr().out
     assert f"REGRESSED against baseline #{base.pk}" in out
