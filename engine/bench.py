@@ -34,7 +34,14 @@ OPTIONAL_NUM = (
     "max_concurrent_requests",
 )
 LATENCY_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
-PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
+PER_REQUEST = (
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "generated_texts",
+    "errors",
+)
 
 
 class ResultInvalid(ValueError):
@@ -65,7 +72,9 @@ def _num(raw: dict[str, Any], key: str, *, required: bool) -> float | None:
     value = raw.get(key)
     if value is None:
         if required:
-            raise ResultInvalid(key, "missing; is this a `vllm bench serve --save-result` file?")
+            raise ResultInvalid(
+                key, "missing; is this a `vllm bench serve --save-result` file?"
+            )
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ResultInvalid(key, f"must be a number, got {value!r}")
@@ -82,17 +91,21 @@ def parse_result(raw: Any) -> BenchResult:
     for key in OPTIONAL_NUM:
         figures[key] = _num(raw, key, required=False)
     latency = {}
-    for key, value in raw.items():
+    for key in raw:
         if LATENCY_KEY.match(key):
             latency[key] = float(_num(raw, key, required=True) or 0.0)
     if not latency:
-        raise ResultInvalid("mean_ttft_ms", "no {mean,median,std,pNN}_{ttft,tpot,itl,e2el}_ms figures")
+        raise ResultInvalid(
+            "mean_ttft_ms", "no {mean,median,std,pNN}_{ttft,tpot,itl,e2el}_ms figures"
+        )
     date = None
     if isinstance(raw.get("date"), str):
         try:
             date = datetime.strptime(raw["date"], "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
         except ValueError:
-            raise ResultInvalid("date", f"{raw['date']!r} is not %Y%m%d-%H%M%S") from None
+            raise ResultInvalid(
+                "date", f"{raw['date']!r} is not %Y%m%d-%H%M%S"
+            ) from None
     rate = raw.get("request_rate")
     rate_f = None if rate in (None, "inf", float("inf")) else float(rate)
     conc = raw.get("max_concurrency")
@@ -102,9 +115,13 @@ def parse_result(raw: Any) -> BenchResult:
         date=date,
         label=str(raw.get("label") or ""),
         model_id=str(raw.get("model_id") or ""),
-        num_prompts=int(raw["num_prompts"]) if raw.get("num_prompts") is not None else None,
+        num_prompts=int(raw["num_prompts"])
+        if raw.get("num_prompts") is not None
+        else None,
         request_rate=rate_f,
-        burstiness=float(raw["burstiness"]) if raw.get("burstiness") is not None else None,
+        burstiness=float(raw["burstiness"])
+        if raw.get("burstiness") is not None
+        else None,
         max_concurrency=int(conc) if conc is not None else None,
         meta={
             k: v
@@ -150,7 +167,9 @@ class Check:
 def _check(name: str, value: float | None, limit: float, higher: bool) -> Check:
     if value is None:
         return Check(name, None, limit, higher, False, None)
-    margin = ((value - limit) if higher else (limit - value)) / limit * 100 if limit else 0.0
+    margin = (
+        ((value - limit) if higher else (limit - value)) / limit * 100 if limit else 0.0
+    )
     ok = value >= limit if higher else value < limit
     return Check(name, value, limit, higher, ok, round(margin, 2))
 
@@ -162,12 +181,31 @@ def check_target(
     checks = []
     if target.min_output_tps_per_npu is not None:
         checks.append(
-            _check("output_tps_per_npu", output_tps_per_npu, target.min_output_tps_per_npu, True)
+            _check(
+                "output_tps_per_npu",
+                output_tps_per_npu,
+                target.min_output_tps_per_npu,
+                True,
+            )
         )
     if target.max_p99_ttft_ms is not None:
-        checks.append(_check("p99_ttft_ms", latency_ms.get("p99_ttft_ms"), target.max_p99_ttft_ms, False))
+        checks.append(
+            _check(
+                "p99_ttft_ms",
+                latency_ms.get("p99_ttft_ms"),
+                target.max_p99_ttft_ms,
+                False,
+            )
+        )
     if target.max_p99_e2el_ms is not None:
-        checks.append(_check("p99_e2el_ms", latency_ms.get("p99_e2el_ms"), target.max_p99_e2el_ms, False))
+        checks.append(
+            _check(
+                "p99_e2el_ms",
+                latency_ms.get("p99_e2el_ms"),
+                target.max_p99_e2el_ms,
+                False,
+            )
+        )
     return checks
 
 
@@ -211,7 +249,12 @@ def compare(
     return rows
 
 
-def format_table(figures: dict[str, Any], latency_ms: dict[str, float], *, max_concurrency: int | None) -> str:
+def format_table(
+    figures: dict[str, Any],
+    latency_ms: dict[str, float],
+    *,
+    max_concurrency: int | None,
+) -> str:
     """The result as ``vllm bench serve`` prints it (serve.py's format strings, reference §3)."""
     out = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
 
@@ -230,7 +273,11 @@ def format_table(figures: dict[str, Any], latency_ms: dict[str, float], *, max_c
         line("Request goodput (req/s):", figures["request_goodput"], ".2f")
     line("Output token throughput (tok/s):", figures["output_throughput"], ".2f")
     if figures.get("max_output_tokens_per_s") is not None:
-        line("Peak output token throughput (tok/s):", figures["max_output_tokens_per_s"], ".2f")
+        line(
+            "Peak output token throughput (tok/s):",
+            figures["max_output_tokens_per_s"],
+            ".2f",
+        )
     if figures.get("max_concurrent_requests") is not None:
         line("Peak concurrent requests:", figures["max_concurrent_requests"], ".2f")
     line("Total token throughput (tok/s):", figures["total_token_throughput"], ".2f")

@@ -35,7 +35,9 @@ TEMPLATE_MARKERS: tuple[str, ...] = (
 MAX_TOKENS = 512  # room to finish: an answer that hits this did not stop on its own
 REPEAT_RUN_MIN = 4  # an n-gram repeated this many times back to back is a loop
 DISTINCT_MIN = 0.35  # distinct 3-grams / all 3-grams below this on long output = a loop
-MIXED_WORDS_MAX = 0.10  # share of words that mix scripts ("acheter逐渐") before it is junk
+MIXED_WORDS_MAX = (
+    0.10  # share of words that mix scripts ("acheter逐渐") before it is junk
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,9 @@ SAMPLES: tuple[Sample, ...] = (
         "What is 17 + 25? Answer with the number only.",
         ("42",),
     ),
-    Sample("arith-mul", "number", "What is 12 * 11? Answer with the number only.", ("132",)),
+    Sample(
+        "arith-mul", "number", "What is 12 * 11? Answer with the number only.", ("132",)
+    ),
     Sample(
         "arith-sub", "number", "What is 100 - 37? Answer with the number only.", ("63",)
     ),
@@ -240,8 +244,10 @@ def _python_ok(answer: str, name: str) -> bool:
 def correct(sample: Sample, answer: str) -> bool:
     """Whether ``answer`` holds the sample's expected content, tolerant of wording."""
     if sample.kind == "number":
-        found = {m.group(0).rstrip("0").rstrip(".") if "." in m.group(0) else m.group(0)
-                 for m in _NUM_RE.finditer(answer.replace(",", ""))}
+        found = {
+            m.group(0).rstrip("0").rstrip(".") if "." in m.group(0) else m.group(0)
+            for m in _NUM_RE.finditer(answer.replace(",", ""))
+        }
         return any(e in found for e in sample.expect)
     if sample.kind == "words":
         text = _normal(answer)
@@ -253,7 +259,9 @@ def correct(sample: Sample, answer: str) -> bool:
         return _python_ok(answer, sample.expect[0])
     if sample.kind == "sanity":
         return True
-    raise ValueError(f"unknown sample kind {sample.kind!r}; use number|words|python|sanity")
+    raise ValueError(
+        f"unknown sample kind {sample.kind!r}; use number|words|python|sanity"
+    )
 
 
 def score(sample: Sample, answer: str, finish_reason: str | None) -> SampleResult:
@@ -283,7 +291,9 @@ def verdict(results: list[SampleResult], baseline: float, threshold: float) -> V
     floor = baseline - threshold
     if insane:
         first = insane[0]
-        reason = f"{len(insane)} answer(s) failed sanity; {first.id}: {first.problems[0]}"
+        reason = (
+            f"{len(insane)} answer(s) failed sanity; {first.id}: {first.problems[0]}"
+        )
         ok = False
     elif accuracy + 1e-9 < floor:
         wrong = ", ".join(r.id for r in graded if not r.correct)

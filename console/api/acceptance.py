@@ -47,7 +47,9 @@ def cluster_gate(request: Request, name: str) -> Response:
     if request.method == "GET":
         return Response(GateRunSerializer(cluster.gate_runs.all()[:50], many=True).data)
     if not IsOperator().has_permission(request, None):
-        return Response({"detail": IsOperator.message}, status=status.HTTP_403_FORBIDDEN)
+        return Response(
+            {"detail": IsOperator.message}, status=status.HTTP_403_FORBIDDEN
+        )
     if cluster.state not in (ClusterState.RUNNING, ClusterState.DEGRADED):
         return Response(
             {

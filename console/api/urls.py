@@ -14,7 +14,9 @@ router.register("profiles", views.EngineProfileViewSet, basename="api-profile")
 urlpatterns = [
     path("clusters/<str:name>/gate/", acceptance.cluster_gate, name="api-cluster-gate"),
     path("benchmarks/", acceptance.benchmark_list, name="api-benchmarks"),
-    path("benchmarks/<int:pk>/", acceptance.benchmark_detail, name="api-benchmark-detail"),
+    path(
+        "benchmarks/<int:pk>/", acceptance.benchmark_detail, name="api-benchmark-detail"
+    ),
     path("operations/", views.OperationListView.as_view(), name="api-operations"),
     path(
         "operations/<int:pk>/cancel/",

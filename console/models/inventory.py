@@ -213,17 +213,25 @@ class EngineProfile(models.Model):
     # Correctness gate (console.services.acceptance): pass when accuracy over the bundled
     # samples ≥ baseline − threshold and every answer is sane.
     gate_baseline_accuracy = models.FloatField(
-        _("gate baseline accuracy"), default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+        _("gate baseline accuracy"),
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
     )
     gate_threshold = models.FloatField(
-        _("gate threshold"), default=0.2, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+        _("gate threshold"),
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
     )
     # Benchmark target (the field guide's acceptance: batch 8, input 512, output 256,
     # ≥ 12 output tokens/s per NPU, P99 < 800 ms — read as P99 TTFT: a 256-token answer
     # at 12 tok/s cannot end in 800 ms).
     target_concurrency = models.PositiveIntegerField(_("target concurrency"), default=8)
-    target_input_len = models.PositiveIntegerField(_("target input length"), default=512)
-    target_output_len = models.PositiveIntegerField(_("target output length"), default=256)
+    target_input_len = models.PositiveIntegerField(
+        _("target input length"), default=512
+    )
+    target_output_len = models.PositiveIntegerField(
+        _("target output length"), default=256
+    )
     target_output_tps_per_npu = models.FloatField(
         _("target output tokens/s per NPU"), null=True, blank=True, default=12.0
     )
@@ -338,7 +346,9 @@ class Cluster(models.Model):
         max_length=8,
         choices=[("enforce", _("Enforce")), ("warn", _("Warn")), ("off", _("Off"))],
         default="enforce",
-        help_text=_("After start, restart, failover and replace: enforce keeps a failing cluster out of serving."),
+        help_text=_(
+            "After start, restart, failover and replace: enforce keeps a failing cluster out of serving."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

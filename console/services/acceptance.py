@@ -41,6 +41,16 @@ class GateResult:
         """True when the runbook must stop short of "serving" (policy enforce, gate failed)."""
         return self.policy == GatePolicy.ENFORCE and not self.passed
 
+    def lines(self) -> list[str]:
+        """One line per failing sample (id, answer head, first problem), for an operation step's detail."""
+        if self.run is None:
+            return []
+        return [
+            f"{s['id']}: {(s['problems'] or ['wrong answer'])[0]} | {' '.join(s['answer'].split())[:120]!r}"
+            for s in self.run.samples
+            if not s.get("passed")
+        ]
+
     @property
     def failing_samples(self) -> list[str]:
         if self.run is None:
@@ -58,7 +68,9 @@ def head_url(cluster: Cluster) -> str:
         .first()
     )
     if head is None:
-        raise ValueError(f"cluster {cluster.name} has no rank-0 node; assign ranks first")
+        raise ValueError(
+            f"cluster {cluster.name} has no rank-0 node; assign ranks first"
+        )
     return f"http://{head.management_ip}:{head.api_port}"
 
 
@@ -96,9 +108,7 @@ def gate_ask(cluster: Cluster, *, base_url: str | None = None) -> gate.Verdict:
                     gate.SAMPLES,
                 )
             )
-    return gate.verdict(
-        results, profile.gate_baseline_accuracy, profile.gate_threshold
-    )
+    return gate.verdict(results, profile.gate_baseline_accuracy, profile.gate_threshold)
 
 
 def acceptance_gate(
@@ -154,7 +164,5 @@ def acceptance_gate(
             else AuditEvent.Result.FAILURE,
             message=verdict.reason[:300],
         )
-        transaction.on_commit(
-            lambda: gate_finished.send(sender=GateRun, gate_run=run)
-        )
+        transaction.on_commit(lambda: gate_finished.send(sender=GateRun, gate_run=run))
     return GateResult(policy, verdict.passed, verdict.reason, run)

@@ -80,7 +80,11 @@ def benchmark_store(
             latency_ms=result.latency_ms,
             raw={**kept, "plan": plan},
             created_by=actor if getattr(actor, "pk", None) else None,
-            **{k: (v if v is not None else None) for k, v in result.figures.items() if k != "failed"},
+            **{
+                k: (v if v is not None else None)
+                for k, v in result.figures.items()
+                if k != "failed"
+            },
             failed=int(result.figures.get("failed") or 0),
             **({"date": result.date} if result.date else {}),
         )
@@ -89,7 +93,11 @@ def benchmark_store(
             actor=actor,
             target=run,
             target_repr=f"benchmark #{run.pk}",
-            after={"source": source, "tool": tool, "cluster": cluster.name if cluster else None},
+            after={
+                "source": source,
+                "tool": tool,
+                "cluster": cluster.name if cluster else None,
+            },
         )
     return run
 
@@ -227,10 +235,17 @@ def benchmark_compare(a: BenchmarkRun, b: BenchmarkRun) -> dict[str, Any]:
 def benchmark_set_baseline(run: BenchmarkRun, *, actor: Any = None) -> BenchmarkRun:
     """Make ``run`` its cluster's baseline (one per cluster), audited."""
     with transaction.atomic():
-        BenchmarkRun.objects.filter(cluster=run.cluster, is_baseline=True).update(is_baseline=False)
+        BenchmarkRun.objects.filter(cluster=run.cluster, is_baseline=True).update(
+            is_baseline=False
+        )
         run.is_baseline = True
         run.save(update_fields=["is_baseline"])
-        audit_record(action="benchmark.baseline", actor=actor, target=run, target_repr=f"benchmark #{run.pk}")
+        audit_record(
+            action="benchmark.baseline",
+            actor=actor,
+            target=run,
+            target_repr=f"benchmark #{run.pk}",
+        )
     return run
 
 

@@ -122,7 +122,11 @@ def gate_alert_apply(run: GateRun) -> Alert | None:
                     "gate_run": run.pk,
                     "failing_samples": failing,
                     "samples": [
-                        {"id": x["id"], "answer": x["answer"][:200], "problems": x["problems"]}
+                        {
+                            "id": x["id"],
+                            "answer": x["answer"][:200],
+                            "problems": x["problems"],
+                        }
                         for x in run.samples
                         if not x.get("passed")
                     ],

@@ -57,7 +57,12 @@ def test_it_passes_a_healthy_engine(serving: Cluster) -> None:
     assert not result.blocks_serving
     run = GateRun.objects.get()
     assert run.accuracy == 1.0 and run.trigger == "start"
-    assert {s["id"] for s in run.samples} >= {"arith-add", "qa-capital", "code-add", "chat-sanity"}
+    assert {s["id"] for s in run.samples} >= {
+        "arith-add",
+        "qa-capital",
+        "code-add",
+        "chat-sanity",
+    }
     assert AuditEvent.objects.filter(action="cluster.gate", result="success").exists()
 
 
@@ -119,7 +124,10 @@ def test_the_rest_endpoint_is_operator_only_and_refuses_a_stopped_cluster(
     assert login(viewer).get(url).json()[0]["id"] == response.json()["id"]
     Cluster.objects.filter(pk=serving.pk).update(state=ClusterState.STOPPED)
     refused = login(operator).post(url)
-    assert refused.status_code == 409 and "start the cluster first" in refused.json()["cluster"][0]
+    assert (
+        refused.status_code == 409
+        and "start the cluster first" in refused.json()["cluster"][0]
+    )
 
 
 def test_manage_gate_prints_the_samples_and_exits_nonzero_on_failure(
@@ -133,4 +141,7 @@ def test_manage_gate_prints_the_samples_and_exits_nonzero_on_failure(
     assert exit_.value.code == 1
     data = json.loads(capsys.readouterr().out)
     assert data["passed"] is False
-    assert {s["id"] for s in data["samples"] if not s["passed"]} >= {"arith-add", "qa-gold"}
+    assert {s["id"] for s in data["samples"] if not s["passed"]} >= {
+        "arith-add",
+        "qa-gold",
+    }

@@ -12,7 +12,12 @@ from django.core.management import CommandError, call_command
 from console.models import AuditEvent, BenchmarkRun, Cluster
 from tests.conftest import login
 
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "vllm" / "bench-serve-save-result.json"
+FIXTURE = (
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "vllm"
+    / "bench-serve-save-result.json"
+)
 
 
 def _import(tmp_path: Path, cluster: Cluster, **changes: Any) -> BenchmarkRun:
@@ -82,14 +87,18 @@ def test_a_regression_against_the_baseline_fails_and_compare_names_the_plan_chan
     assert data["regressed"] is True and data["same_plan"] is False
     row = next(r for r in data["figures"] if r["name"] == "output_throughput")
     assert row["delta_pct"] == pytest.approx(-5.95, abs=0.01) and row["regressed"]
-    assert "ascend-01: --max-num-seqs '16' → '32'" in data["plan_diff"], data["plan_diff"]
+    assert "ascend-01: --max-num-seqs '16' → '32'" in data["plan_diff"], data[
+        "plan_diff"
+    ]
     call_command("bench", "show", str(worse.pk))
     out = capsys.readouterr().out
     assert f"REGRESSED against baseline #{base.pk}" in out
     assert out.rstrip().endswith("NOT ACCEPTED")
 
 
-def test_list_json_and_the_api(tmp_path: Path, cluster: Cluster, viewer: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_json_and_the_api(
+    tmp_path: Path, cluster: Cluster, viewer: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = _import(tmp_path, cluster)
     capsys.readouterr()
     call_command("bench", "list", "--json")
@@ -103,7 +112,11 @@ def test_list_json_and_the_api(tmp_path: Path, cluster: Cluster, viewer: Any, ca
 
 @pytest.mark.parametrize(
     ("change", "field"),
-    [({"duration": None}, "duration"), ({"completed": "16"}, "completed"), ({"date": "yesterday"}, "date")],
+    [
+        ({"duration": None}, "duration"),
+        ({"completed": "16"}, "completed"),
+        ({"date": "yesterday"}, "date"),
+    ],
 )
 def test_a_bad_file_is_refused_naming_the_field(
     tmp_path: Path, cluster: Cluster, change: dict[str, Any], field: str

@@ -63,7 +63,9 @@ def test_it_flags_mixed_script_junk() -> None:
 
 
 def test_it_flags_a_leaked_template_token() -> None:
-    problems = gate.sanity_problems("Hello operators.<|im_end|>\n<|im_start|>user", "stop")
+    problems = gate.sanity_problems(
+        "Hello operators.<|im_end|>\n<|im_start|>user", "stop"
+    )
     assert any("chat-template token" in p for p in problems)
 
 
@@ -73,7 +75,23 @@ def test_it_passes_normal_english_and_chinese() -> None:
 
 
 def test_the_verdict_holds_the_baseline_and_threshold() -> None:
-    right = {s.id: a for s, a in zip(gate.SAMPLES, ["42", "132", "63", "Paris", "7", "Au", "def add(a, b): return a + b", "An inference server answers requests."], strict=True)}
+    right = {
+        s.id: a
+        for s, a in zip(
+            gate.SAMPLES,
+            [
+                "42",
+                "132",
+                "63",
+                "Paris",
+                "7",
+                "Au",
+                "def add(a, b): return a + b",
+                "An inference server answers requests.",
+            ],
+            strict=True,
+        )
+    }
     results = [gate.score(s, right[s.id], "stop") for s in gate.SAMPLES]
     assert gate.verdict(results, 1.0, 0.2).passed
     results[0] = gate.score(BY_ID["arith-add"], "41", "stop")  # 6/7 ≈ 0.86 ≥ 0.8

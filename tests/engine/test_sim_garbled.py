@@ -9,7 +9,13 @@ import httpx
 import pytest
 
 from engine.sim import state
-from tests.engine.test_sim_vllm import MODEL, SimProcess, free_port, serve_args, wait_health
+from tests.engine.test_sim_vllm import (
+    MODEL,
+    SimProcess,
+    free_port,
+    serve_args,
+    wait_health,
+)
 
 FAST = {"SIM_TIME_SCALE": "0.05", "SIM_LOAD_S": "2"}
 
@@ -35,7 +41,9 @@ def test_it_refuses_a_value_for_garbled(tmp_path: Path) -> None:
 def test_a_garbled_headless_rank_garbles_the_heads_answers(tmp_path: Path) -> None:
     port, rpc = free_port(), free_port()
     peer_dir = state.node_dir("ascend-02", tmp_path / "state")
-    state.inject_fault(peer_dir, "garbled", None)  # set before the (re)start, as an operator would
+    state.inject_fault(
+        peer_dir, "garbled", None
+    )  # set before the (re)start, as an operator would
 
     def args(rank: int) -> list[str]:
         extra = [

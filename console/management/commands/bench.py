@@ -20,7 +20,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
-        imp = sub.add_parser("import", help="import FILE (vllm bench serve --save-result)")
+        imp = sub.add_parser(
+            "import", help="import FILE (vllm bench serve --save-result)"
+        )
         imp.add_argument("file")
         imp.add_argument("--cluster", help="the cluster the run was against")
         imp.add_argument("--label", default="")
@@ -44,7 +46,9 @@ class Command(BaseCommand):
         try:
             return BenchmarkRun.objects.select_related("cluster__profile").get(pk=pk)
         except BenchmarkRun.DoesNotExist:
-            raise CommandError(f"benchmark #{pk} does not exist; see manage.py bench list") from None
+            raise CommandError(
+                f"benchmark #{pk} does not exist; see manage.py bench list"
+            ) from None
 
     def do_import(self, options: dict[str, Any]) -> None:
         path = Path(options["file"])
@@ -60,7 +64,9 @@ class Command(BaseCommand):
             if cluster is None:
                 raise CommandError(f"--cluster: {options['cluster']!r} does not exist")
         try:
-            run = benchmarks.benchmark_import(raw, cluster=cluster, label=options["label"])
+            run = benchmarks.benchmark_import(
+                raw, cluster=cluster, label=options["label"]
+            )
         except bench.ResultInvalid as exc:
             raise CommandError(f"{path}: {exc}") from None
         self.stdout.write(f"imported benchmark #{run.pk}")
@@ -94,7 +100,11 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(data, indent=2))
             return
         figures = {k: data[k] for k in (*bench.REQUIRED, *bench.OPTIONAL_NUM)}
-        self.stdout.write(bench.format_table(figures, run.latency_ms, max_concurrency=run.max_concurrency))
+        self.stdout.write(
+            bench.format_table(
+                figures, run.latency_ms, max_concurrency=run.max_concurrency
+            )
+        )
         self.write_verdict(run, data["verdict"])
 
     def write_verdict(self, run: BenchmarkRun, verdict: dict[str, Any]) -> None:
@@ -105,8 +115,12 @@ class Command(BaseCommand):
         for c in verdict["checks"]:
             mark = "PASS" if c["passed"] else "FAIL"
             value = "n/a" if c["value"] is None else f"{c['value']:.2f}"
-            margin = "" if c["margin_pct"] is None else f" (margin {c['margin_pct']:+.2f}%)"
-            self.stdout.write(f"{mark} {c['name']}: {value} vs {c['limit']:.2f}{margin}")
+            margin = (
+                "" if c["margin_pct"] is None else f" (margin {c['margin_pct']:+.2f}%)"
+            )
+            self.stdout.write(
+                f"{mark} {c['name']}: {value} vs {c['limit']:.2f}{margin}"
+            )
         if verdict["baseline"] is not None:
             self.stdout.write(
                 f"{'REGRESSED' if verdict['regressed'] else 'no regression'} against baseline #{verdict['baseline']}"
@@ -122,7 +136,9 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
             return
-        self.stdout.write(f"{'figure':<24} {'#' + str(a.pk):>12} {'#' + str(b.pk):>12} {'Δ %':>8}")
+        self.stdout.write(
+            f"{'figure':<24} {'#' + str(a.pk):>12} {'#' + str(b.pk):>12} {'Δ %':>8}"
+        )
         for r in data["figures"]:
             flag = "  REGRESSED" if r["regressed"] else ""
             self.stdout.write(
@@ -135,6 +151,8 @@ class Command(BaseCommand):
     def do_baseline(self, options: dict[str, Any]) -> None:
         run = self._run(options["id"])
         if run.cluster is None:
-            raise CommandError(f"benchmark #{run.pk} names no cluster; import it with --cluster")
+            raise CommandError(
+                f"benchmark #{run.pk} names no cluster; import it with --cluster"
+            )
         benchmarks.benchmark_set_baseline(run)
         self.stdout.write(f"benchmark #{run.pk} is now {run.cluster.name}'s baseline")

@@ -22,7 +22,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            cluster = Cluster.objects.select_related("profile").get(name=options["cluster"])
+            cluster = Cluster.objects.select_related("profile").get(
+                name=options["cluster"]
+            )
         except Cluster.DoesNotExist:
             raise CommandError(
                 f"cluster {options['cluster']!r} does not exist; see python manage.py plan"
@@ -51,7 +53,9 @@ class Command(BaseCommand):
         else:
             for s in run.samples:
                 mark = "✓" if s["passed"] else "✗"
-                why = "; ".join(s["problems"]) or ("" if s["correct"] else "wrong answer")
+                why = "; ".join(s["problems"]) or (
+                    "" if s["correct"] else "wrong answer"
+                )
                 answer = " ".join(s["answer"].split())[:70]
                 self.stdout.write(f"{mark} {s['id']:<12} {answer!r} {why}")
             self.stdout.write(

@@ -203,10 +203,14 @@ def _submit(
             "load.",
         )
     seed = text.seed_of(" ".join(prompt_toks))
-    if state.engine.links.garbled:  # a rank with the garbled fault corrupts every answer
+    if (
+        state.engine.links.garbled
+    ):  # a rank with the garbled fault corrupts every answer
         completion = answers.garbled(seed, max_tokens)
     else:
-        completion = answers.answer(text.join(prompt_toks), max_tokens) or text.generate(
+        completion = answers.answer(
+            text.join(prompt_toks), max_tokens
+        ) or text.generate(
             seed, max_tokens, stop=stop, ignore_eos=bool(body.get("ignore_eos"))
         )
     ids = [text.token_id(t) for t in prompt_toks]
