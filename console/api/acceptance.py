@@ -14,7 +14,8 @@ from rest_framework.response import Response
 from console.api.permissions import IsOperator, IsViewer
 from console.models import BenchmarkRun, Cluster, ClusterState, GateRun
 from console.services.acceptance import acceptance_gate
-from console.services.benchmarks import run_to_dict
+from console.services.benchmarks import benchmark_import, run_to_dict
+from engine.bench import ResultInvalid
 
 
 class GateRunSerializer(serializers.ModelSerializer[GateRun]):
@@ -67,10 +68,13 @@ def cluster_gate(request: Request, name: str) -> Response:
     return Response(GateRunSerializer(result.run).data, status=status.HTTP_201_CREATED)
 
 
-@api_view(["GET"])
+@api_view(["GET", "POST"])
 @permission_classes([IsViewer])
 def benchmark_list(request: Request) -> Response:
-    """Benchmark results newest first; ``?cluster=NAME`` filters."""
+    """GET: results newest first (``?cluster=NAME`` filters). POST (operator): import a
+    ``vllm bench serve --save-result`` JSON body, ``?cluster=NAME`` the cluster it ran against."""
+    if request.method == "POST":
+        return _benchmark_import(request)
     runs = BenchmarkRun.objects.select_related("cluster")
     if request.query_params.get("cluster"):
         runs = runs.filter(cluster__name=request.query_params["cluster"])
@@ -84,3 +88,28 @@ def benchmark_detail(request: Request, pk: int) -> Response:
     run = get_object_or_404(BenchmarkRun.objects.select_related("cluster"), pk=pk)
     data: dict[str, Any] = run_to_dict(run, full=True)
     return Response(data)
+
+
+def _benchmark_import(request: Request) -> Response:
+    if not IsOperator().has_permission(request, None):
+        return Response(
+            {"detail": IsOperator.message}, status=status.HTTP_403_FORBIDDEN
+        )
+    cluster = None
+    name = request.query_params.get("cluster")
+    if name:
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            return Response(
+                {
+                    "cluster": [
+                        f"cluster {name!r} does not exist; see GET /api/clusters/"
+                    ]
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+    try:
+        run = benchmark_import(request.data, cluster=cluster, actor=request.user)
+    except ResultInvalid as exc:
+        return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+    return Response(run_to_dict(run, full=True), status=status.HTTP_201_CREATED)

@@ -244,6 +244,7 @@ EXTRA: list[tuple[str, str, str, tuple[int, int, int, int]]] = [
     ("api-profile-detail", "DELETE", "", (401, 403, 403, 409)),  # a cluster uses it
     ("api-cluster-operations", "GET", "", (401, 200, 200, 200)),
     ("api-cluster-gate", "GET", "", (401, 200, 200, 200)),
+    ("api-benchmarks", "POST", "{}", (401, 403, 400, 400)),  # not a --save-result file
     ("api-alert-rules", "GET", "", (401, 200, 200, 200)),
     ("api-alert-rule-detail", "GET", "", (401, 200, 200, 200)),
     ("api-apikeys", "POST", "{}", (401, 403, 403, 400)),

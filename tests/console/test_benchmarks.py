@@ -130,3 +130,21 @@ def test_a_bad_file_is_refused_naming_the_field(
     with pytest.raises(CommandError, match=field):
         call_command("bench", "import", str(path))
     assert not BenchmarkRun.objects.exists()
+
+
+def test_the_api_imports_for_operators_and_names_a_bad_field(
+    cluster: Cluster, viewer: Any, operator: Any
+) -> None:
+    raw = json.loads(FIXTURE.read_text())
+    url = f"/api/benchmarks/?cluster={cluster.name}"
+    assert (
+        login(viewer).post(url, raw, content_type="application/json").status_code == 403
+    )
+    made = login(operator).post(url, raw, content_type="application/json")
+    assert made.status_code == 201, made.content
+    assert made.json()["verdict"]["passed"] is True
+    assert made.json()["output_tps_per_npu"] == pytest.approx(12.2935, abs=1e-3)
+    del raw["total_output_tokens"]
+    bad = login(operator).post(url, raw, content_type="application/json")
+    assert bad.status_code == 400 and "total_output_tokens" in bad.json()
+    assert BenchmarkRun.objects.count() == 1
