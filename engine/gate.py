@@ -264,8 +264,22 @@ def correct(sample: Sample, answer: str) -> bool:
     )
 
 
+_THINK_RE = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
+
+
+def strip_reasoning(answer: str) -> str:
+    """The answer without a leading ``<think>…</think>`` block.
+
+    Qwen3-family templates think unless ``enable_thinking`` is false, and the switch
+    is not always honoured (vllm-project/vllm#35574); without a reasoning parser the
+    block lands in ``content``. An unclosed block is left in place (and then fails).
+    """
+    return _THINK_RE.sub("", answer, count=1)
+
+
 def score(sample: Sample, answer: str, finish_reason: str | None) -> SampleResult:
-    """Score one answer: its content and its sanity."""
+    """Score one answer (after any leading reasoning block): its content and its sanity."""
+    answer = strip_reasoning(answer)
     return SampleResult(
         id=sample.id,
         kind=sample.kind,

@@ -82,6 +82,9 @@ def _ask(
         "messages": [{"role": "user", "content": sample.prompt}],
         "max_tokens": gate.MAX_TOKENS,
         "temperature": 0,  # greedy: a correct engine gives the same answer every time
+        # Qwen3-family templates think by default; the gate wants the answer itself
+        # (qwen.readthedocs.io deployment/vllm "thinking & non-thinking modes")
+        "chat_template_kwargs": {"enable_thinking": False},
     }
     try:
         response = client.post(f"{url}/v1/chat/completions", json=body)

@@ -126,3 +126,16 @@ def test_the_sims_known_answers_pass_every_content_sample() -> None:
         toks = answers.known(sample.prompt)
         assert toks is not None, sample.id
         assert gate.score(sample, join(toks), "stop").passed, (sample.id, join(toks))
+
+
+def test_a_leading_reasoning_block_is_not_scored() -> None:
+    result = gate.score(
+        BY_ID["arith-add"],
+        "<think>\n17 plus 25, carry the one: 43? no, 42.\n</think>\n\n42",
+        "stop",
+    )
+    assert result.passed and result.answer == "42"
+    unclosed = gate.score(
+        BY_ID["qa-capital"], "<think>\nLet me think about Paris", "length"
+    )
+    assert not unclosed.passed
