@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from console.api.permissions import IsOperator, IsViewer
 from console.models import BenchmarkRun, Cluster, ClusterState, GateRun
+from console.models.operations import ACTIVE_STATES
 from console.services.acceptance import acceptance_gate
 from console.services.benchmarks import benchmark_import, run_to_dict
 from engine.bench import ResultInvalid
@@ -58,6 +59,16 @@ def cluster_gate(request: Request, name: str) -> Response:
                     f"cluster {cluster.name} is {cluster.state}; the gate asks a serving "
                     "engine: start the cluster first"
                 ]
+            },
+            status=status.HTTP_409_CONFLICT,
+        )
+    running = cluster.operations.filter(state__in=ACTIVE_STATES).first()
+    if running is not None:  # a start/restart runs its own gate; do not race it
+        return Response(
+            {
+                "detail": f"operation #{running.pk} ({running.kind}) is running on "
+                f"{cluster.name}; run the gate when it has finished",
+                "running_operation": running.pk,
             },
             status=status.HTTP_409_CONFLICT,
         )

@@ -122,6 +122,12 @@ def test_the_rest_endpoint_is_operator_only_and_refuses_a_stopped_cluster(
     assert response.status_code == 201, response.content
     assert response.json()["passed"] is True
     assert login(viewer).get(url).json()[0]["id"] == response.json()["id"]
+    from console.models import Operation
+
+    op = Operation.objects.create(cluster=serving, kind="restart", state="running")
+    busy = login(operator).post(url)
+    assert busy.status_code == 409 and busy.json()["running_operation"] == op.pk
+    Operation.objects.filter(pk=op.pk).update(state="succeeded")
     Cluster.objects.filter(pk=serving.pk).update(state=ClusterState.STOPPED)
     refused = login(operator).post(url)
     assert (
