@@ -37,6 +37,11 @@ critical_alerts_asked = Signal()
 # sender=Node, ``node``: the node's latest sample as (ts, data dict), or None.
 latest_sample_asked = Signal()
 
+# A correctness gate finished: kwargs ``gate_run`` (console.models.GateRun).
+# Sent by console.services.acceptance.acceptance_gate; monitoring.alerts.gate raises
+# or resolves the "Correctness gate failed" alert from it.
+gate_finished = Signal()
+
 
 def ask(signal: Signal, sender: type, **kwargs: object) -> object:
     """The first receiver's non-None answer to ``signal``; None when nobody answers."""

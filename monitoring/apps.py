@@ -14,3 +14,7 @@ class MonitoringConfig(AppConfig):
         from monitoring import receivers
 
         receivers.connect()
+        from console.signals import gate_finished
+        from monitoring.alerts.gate import on_gate_finished
+
+        gate_finished.connect(on_gate_finished, dispatch_uid="monitoring.gate_alert")

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from console.api import apikeys, remediation, views
+from console.api import acceptance, apikeys, remediation, views
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet, basename="api-cluster")
@@ -12,6 +12,11 @@ router.register("nodes", views.NodeViewSet, basename="api-node")
 router.register("profiles", views.EngineProfileViewSet, basename="api-profile")
 
 urlpatterns = [
+    path("clusters/<str:name>/gate/", acceptance.cluster_gate, name="api-cluster-gate"),
+    path("benchmarks/", acceptance.benchmark_list, name="api-benchmarks"),
+    path(
+        "benchmarks/<int:pk>/", acceptance.benchmark_detail, name="api-benchmark-detail"
+    ),
     path("operations/", views.OperationListView.as_view(), name="api-operations"),
     path(
         "operations/<int:pk>/cancel/",

@@ -1,5 +1,6 @@
 """Models of the operator app, split by sub-domain (STYLE §1)."""
 
+from console.models.acceptance import BenchmarkRun, GatePolicy, GateRun
 from console.models.audit import AuditEvent
 from console.models.evidence import EvidenceBundle, EvidenceTrigger
 from console.models.gateway import ApiKey, ApiUsage
@@ -21,6 +22,9 @@ from console.models.operations import (
 )
 
 __all__ = [
+    "BenchmarkRun",
+    "GatePolicy",
+    "GateRun",
     "ApiKey",
     "ApiUsage",
     "EvidenceBundle",

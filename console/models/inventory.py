@@ -218,6 +218,42 @@ class EngineProfile(models.Model):
     hccl_buffsize_mb = models.PositiveIntegerField(
         _("HCCL_BUFFSIZE (MB)"), default=1024, validators=[MinValueValidator(1)]
     )
+    # Correctness gate (console.services.acceptance): pass when accuracy over the bundled
+    # samples ≥ baseline − threshold and every answer is sane.
+    gate_baseline_accuracy = models.FloatField(
+        _("gate baseline accuracy"),
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+    )
+    gate_threshold = models.FloatField(
+        _("gate threshold"),
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+    )
+    # Benchmark target (the field guide's acceptance: batch 8, input 512, output 256,
+    # ≥ 12 output tokens/s per NPU, P99 < 800 ms — read as P99 TTFT: a 256-token answer
+    # at 12 tok/s cannot end in 800 ms).
+    target_concurrency = models.PositiveIntegerField(_("target concurrency"), default=8)
+    target_input_len = models.PositiveIntegerField(
+        _("target input length"), default=512
+    )
+    target_output_len = models.PositiveIntegerField(
+        _("target output length"), default=256
+    )
+    target_output_tps_per_npu = models.FloatField(
+        _("target output tokens/s per NPU"), null=True, blank=True, default=12.0
+    )
+    target_p99_ttft_ms = models.FloatField(
+        _("target P99 TTFT (ms)"), null=True, blank=True, default=800.0
+    )
+    target_p99_e2el_ms = models.FloatField(
+        _("target P99 E2E latency (ms)"), null=True, blank=True
+    )
+    regression_threshold_pct = models.FloatField(
+        _("regression threshold (%)"),
+        default=3.0,  # vllm-ascend's nightly perf baseline ratio 0.97
+        validators=[MinValueValidator(0.0), MaxValueValidator(100.0)],
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -312,6 +348,15 @@ class Cluster(models.Model):
         _("maintenance mode"),
         default=False,
         help_text=_("Pauses all automatic remediation."),
+    )
+    gate_policy = models.CharField(
+        _("correctness gate"),
+        max_length=8,
+        choices=[("enforce", _("Enforce")), ("warn", _("Warn")), ("off", _("Off"))],
+        default="enforce",
+        help_text=_(
+            "After start, restart, failover and replace: enforce keeps a failing cluster out of serving."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -53,6 +53,7 @@ FAULT_FORMS: dict[str, str] = {
     "slow-start": "slow-start SECONDS (0-3600)",
     "agent-stop": "agent-stop (no value)",
     "hccs-unsupported": "hccs-unsupported (no value)",
+    "garbled": "garbled (no value)",
 }
 
 # The demo's servers (engine/capabilities.py key). Whether the hardware honours
@@ -102,6 +103,7 @@ class Faults:
     agent_stop: bool = False
     # npu-smi answers -t hccs / -t hccs-bw like a driver without them
     hccs_unsupported: bool = False
+    garbled: bool = False  # the engine answers junk/loops (engine/sim/vllm/answers.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -127,6 +129,8 @@ class Faults:
             names.append("agent-stop")
         if self.hccs_unsupported:
             names.append("hccs-unsupported")
+        if self.garbled:
+            names.append("garbled")
         return names
 
 
@@ -320,6 +324,9 @@ def inject_fault(d: Path, fault: str, value: str | None) -> Faults:
     elif fault == "hccs-unsupported":
         _no_value(fault, value)
         f.hccs_unsupported = True
+    elif fault == "garbled":
+        _no_value(fault, value)
+        f.garbled = True
     else:
         allowed = ", ".join(FAULT_FORMS.values())
         raise ValueError(f"unknown fault {fault!r}; allowed: {allowed}")

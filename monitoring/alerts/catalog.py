@@ -86,6 +86,11 @@ METRICS: dict[str, Metric] = {
             "engine.e2e_p99_ms", "cluster", _("P99 end-to-end request latency"), "ms"
         ),
         Metric("engine.waiting", "cluster", _("Requests waiting")),
+        Metric(
+            "cluster.gate_failed",
+            "cluster",
+            _("Correctness gate failed after a start or on demand (1 = failed)"),
+        ),
         Metric("engine.kv_cache_pct", "cluster", _("KV cache usage"), "%"),
         Metric(
             "engine.kv_cache_pct_preempting",

@@ -79,6 +79,11 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     # the fixture operation has finished: the authorized get 409, not 403
     "api-operation-cancel": ("POST", (401, 403, 409, 409)),
     "api-audit": ("GET", (401, 403, 403, 200)),
+    # the fixture cluster is stopped: the gate asks a serving engine, 409 says so
+    "api-cluster-gate": ("POST", (401, 403, 409, 409)),
+    "api-benchmarks": ("GET", (401, 200, 200, 200)),
+    # no benchmark in the fixture: readable by every role, so 404, not 403
+    "api-benchmark-detail": ("GET", (401, 404, 404, 404)),
     "api-token-me": ("POST", (401, 201, 201, 201)),
     "api-telemetry-latest": ("GET", (401, 200, 200, 200)),
     # no query parameters: 400 naming node and start
@@ -249,6 +254,8 @@ EXTRA: list[tuple[str, str, str, tuple[int, int, int, int]]] = [
     ),
     ("api-profile-detail", "DELETE", "", (401, 403, 403, 409)),  # a cluster uses it
     ("api-cluster-operations", "GET", "", (401, 200, 200, 200)),
+    ("api-cluster-gate", "GET", "", (401, 200, 200, 200)),
+    ("api-benchmarks", "POST", "{}", (401, 403, 400, 400)),  # not a --save-result file
     ("api-alert-rules", "GET", "", (401, 200, 200, 200)),
     ("api-alert-rule-detail", "GET", "", (401, 200, 200, 200)),
     ("api-apikeys", "POST", "{}", (401, 403, 403, 400)),

@@ -19,6 +19,7 @@ FAULTS = (
     "slow-start SECONDS",
     "agent-stop",
     "hccs-unsupported",
+    "garbled",
 )
 
 

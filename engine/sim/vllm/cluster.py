@@ -15,7 +15,8 @@ the "Waiting for … core engine proc(s) …" poll lines are node.py's. Node ran
 Messages (one JSON object per line), headless → head:
 ``{"type": "hello", "ranks": [1], "node": "ascend-02", "link_mode": "hccs",
 "hccs_loss_pct": 0.0}``,
-``{"type": "ready"}``, ``{"type": "hb", "link_mode": ..., "hccs_loss_pct": ...}``;
+``{"type": "ready"}``, ``{"type": "hb", "link_mode": ..., "hccs_loss_pct": ...}``
+(hello and hb also carry ``"garbled": bool``, the sim's garbled fault);
 head → headless: ``{"type": "init"}``, ``{"type": "reject", "reason": ...}``,
 ``{"type": "load", "load": 0.5}``, ``{"type": "shutdown"}``.
 """
@@ -49,6 +50,7 @@ class Peer:
     loss_pct: float
     writer: asyncio.StreamWriter
     loaded: bool = False
+    garbled: bool = False
 
 
 class HeadRendezvous:
@@ -171,6 +173,7 @@ class HeadRendezvous:
             str(hello.get("link_mode", "hccs")),
             float(hello.get("hccs_loss_pct", 0.0)),
             writer,
+            garbled=bool(hello.get("garbled", False)),
         )
         self.peers.append(peer)
         self._send(writer, {"type": "init"})
@@ -193,6 +196,7 @@ class HeadRendezvous:
             elif msg.get("type") == "hb":
                 peer.link_mode = str(msg.get("link_mode", peer.link_mode))
                 peer.loss_pct = float(msg.get("hccs_loss_pct", peer.loss_pct))
+                peer.garbled = bool(msg.get("garbled", peer.garbled))
             self.on_peer_change(peer)
         self.peers.remove(peer)
         if not self.closing:

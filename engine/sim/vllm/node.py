@@ -228,6 +228,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
     links = LinkState()
     me = env.node or "rank0"
     links.set(me, *env.link(faults))
+    links.set_garbled(me, faults.garbled)
     engines = max(args.data_parallel_size, 1)
     metrics = EngineMetrics(
         model_name=args.model_name,
@@ -259,6 +260,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
             links.set(
                 peer.node or f"rank{peer.ranks[0]}", peer.link_mode, peer.loss_pct
             )
+            links.set_garbled(peer.node or f"rank{peer.ranks[0]}", peer.garbled)
 
     def on_dead(reason: str) -> None:
         if flags["dead"]:
@@ -389,6 +391,7 @@ async def run_head(args: ServeArgs, env: Env) -> int:
         while True:
             f = env.faults()
             links.set(me, *env.link(f))
+            links.set_garbled(me, f.garbled)
             _warn_links(log, links, slow)
             if flags["dead"]:
                 phase = "dead"
@@ -481,6 +484,7 @@ async def run_headless(args: ServeArgs, env: Env) -> int:
         "node": env.node,
         "link_mode": env.link(faults)[0],
         "hccs_loss_pct": env.link(faults)[1],
+        "garbled": faults.garbled,
     }
     connect = asyncio.create_task(
         headless_connect(host, port, hello, env.headless_timeout_s)
@@ -531,6 +535,7 @@ async def run_headless(args: ServeArgs, env: Env) -> int:
                         "type": "hb",
                         "link_mode": env.link(f)[0],
                         "hccs_loss_pct": env.link(f)[1],
+                        "garbled": f.garbled,
                     }
                 )
             )

@@ -49,12 +49,26 @@ class LinkState:
 
     def __init__(self) -> None:
         self.by_node: dict[str, tuple[str, float]] = {}
+        self.garbled_nodes: set[str] = set()
+
+    def set_garbled(self, node: str, garbled: bool) -> None:
+        """Mark a node whose rank corrupts outputs (the ``garbled`` fault)."""
+        if garbled:
+            self.garbled_nodes.add(node)
+        else:
+            self.garbled_nodes.discard(node)
+
+    @property
+    def garbled(self) -> bool:
+        # EP/DP ranks exchange activations every step: one corrupt rank spoils every answer
+        return bool(self.garbled_nodes)
 
     def set(self, node: str, link_mode: str, loss_pct: float) -> None:
         self.by_node[node] = (link_mode, loss_pct)
 
     def drop(self, node: str) -> None:
         self.by_node.pop(node, None)
+        self.garbled_nodes.discard(node)
 
     @property
     def link_mode(self) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from engine.sim.vllm import text
+from engine.sim.vllm import answers, text
 from engine.sim.vllm.cli import ServeArgs
 from engine.sim.vllm.metrics import _newer
 from engine.sim.vllm.runtime import SimEngine, Stream
@@ -205,9 +205,16 @@ def _submit(
             "load.",
         )
     seed = text.seed_of(" ".join(prompt_toks))
-    completion = text.generate(
-        seed, max_tokens, stop=stop, ignore_eos=bool(body.get("ignore_eos"))
-    )
+    if (
+        state.engine.links.garbled
+    ):  # a rank with the garbled fault corrupts every answer
+        completion = answers.garbled(seed, max_tokens)
+    else:
+        completion = answers.answer(
+            text.join(prompt_toks), max_tokens
+        ) or text.generate(
+            seed, max_tokens, stop=stop, ignore_eos=bool(body.get("ignore_eos"))
+        )
     ids = [text.token_id(t) for t in prompt_toks]
     return state.engine.submit(
         f"{prefix}-{uuid.uuid4().hex}", ids, completion, max_tokens=max_tokens
