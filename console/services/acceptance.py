@@ -19,6 +19,7 @@ from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
+from console.engine_auth import engine_headers
 from console.models import Cluster, Node, NodeRole
 from console.models.acceptance import GatePolicy, GateRun
 from console.models.audit import AuditEvent
@@ -103,7 +104,9 @@ def gate_ask(cluster: Cluster, *, base_url: str | None = None) -> gate.Verdict:
     """Send every bundled sample to the cluster's head and judge the answers (no writes)."""
     url = base_url or head_url(cluster)
     profile = cluster.profile
-    with httpx.Client(timeout=settings.GATE_TIMEOUT_S) as client:
+    with httpx.Client(
+        timeout=settings.GATE_TIMEOUT_S, headers=engine_headers(cluster.name)
+    ) as client:
         with ThreadPoolExecutor(max_workers=len(gate.SAMPLES)) as pool:
             results = list(
                 pool.map(

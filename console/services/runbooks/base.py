@@ -54,6 +54,8 @@ class Run:
         self.started_nodes: list[Node] = []  # for rollback, in start order
         self.unconfirmed_down: list[str] = []  # nodes a stop could not confirm down
         self.plan: ClusterPlan | None = None
+        # the model's config.json as most nodes report it at preflight (fit estimate)
+        self.model_config: dict[str, Any] | None = None
         self.replace: dict[str, Any] | None = None
         self.result: dict[str, Any] = {}
 
@@ -174,7 +176,7 @@ class Run:
     def build_plan(self) -> ClusterPlan:
         overrides = self.link_overrides()
         specs = [node_spec(n, link_mode=overrides.get(n.name)) for n in self.nodes]
-        return cluster_plan(self.cluster, nodes=specs)
+        return cluster_plan(self.cluster, nodes=specs, model_config=self.model_config)
 
     def head(self) -> Node:
         return self.nodes[0]

@@ -12,6 +12,7 @@ from console.models.operations import (
     StepState,
 )
 from console.services.runbooks.base import Run
+from console.services.weights import cross_node_checks, reported_config
 from engine.plans import PlanError
 
 
@@ -112,6 +113,8 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
             "ports": ports,
             "model_path": run.cluster.profile.model_path,
             "ping_targets": peer_ips if n.pk == head.pk else head_ips,
+            # versions checked against the release matrix (engine/compat.py)
+            "vllm_ascend_version": run.cluster.profile.vllm_ascend_version,
         }
 
     for node in reachable:
@@ -194,6 +197,14 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
                                 "fix": f"Install the same {key} on every node (pip install .[node] pins vllm/vllm-ascend/torch_npu).",
                             }
                         )
+    # the same model files on every node, named file by file (console/services/weights.py)
+    answered = {n: a for n, a in answers.items() if not isinstance(a, Exception)}
+    for name, checks in cross_node_checks(answered, run.cluster.profile).items():
+        table.setdefault(name, []).extend(checks)
+        problems.extend(
+            f"{name}: {c['evidence']}" for c in checks if c["status"] == "fail"
+        )
+    run.model_config = reported_config(answered)
     if len(set(sizes.values())) > 1:
         problems.append(
             "model size differs: " + ", ".join(f"{n}={s}" for n, s in sizes.items())

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.models import ClusterState
-from console.models.operations import OperationKind
+from console.models.operations import OperationKind, StepState
+from console.services.acceptance import acceptance_gate
 from console.services.operations import cluster_set_state
 from console.services.runbooks.base import Run, StepFailed
 from console.services.runbooks.lifecycle import (
@@ -132,6 +133,27 @@ VERIFY_LINK_SWITCH = Step(
     ),
     run=lambda run, row: verify_link_switch(run, row, _verify_node(run)),
 )
+
+
+def _correctness_gate(run: Run, row: Any) -> None:
+    run.begin(row)
+    gate = acceptance_gate(run.cluster, trigger=run.op.kind)
+    if gate.blocks_serving:  # policy enforce: the cluster never reaches Running
+        raise run.fail(
+            row, f"correctness gate failed: {gate.reason}", lines=gate.lines()
+        )
+    run.finish(
+        row,
+        gate.reason,
+        state=StepState.SUCCEEDED if gate.passed else StepState.WARNING,
+    )
+
+
+CORRECTNESS_GATE = Step(
+    "correctness gate: checkable prompts, sane answers (policy enforce / warn / off)",
+    plan=lambda run: run.add_step("Correctness gate"),
+    run=_correctness_gate,
+)
 MARK_RUNNING = Step(
     "the cluster is Running",
     run=lambda run, rows: cluster_set_state(run.cluster, ClusterState.RUNNING),
@@ -154,7 +176,13 @@ SWAP_SPARE_IN = Step(
 
 # -- the runbooks ---------------------------------------------------------------------
 
-_START_AND_SERVE = (START_RANKS, RECORD_LINK_MODES, VERIFY_LINK_SWITCH, MARK_RUNNING)
+_START_AND_SERVE = (
+    START_RANKS,
+    RECORD_LINK_MODES,
+    VERIFY_LINK_SWITCH,
+    CORRECTNESS_GATE,
+    MARK_RUNNING,
+)
 
 RUNBOOKS: dict[str, tuple[Step, ...]] = {
     OperationKind.PREFLIGHT: (CHECKS_ONLY,),
