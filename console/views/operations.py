@@ -14,6 +14,7 @@ from console.gateway.routing import SERVING
 from console.models import Cluster, Node, Operation, OperationKind, OperationState
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
+from console.views.controls import operation_controls
 from console.services.node_actions import (
     ActionRefused,
     cluster_failback,
@@ -52,6 +53,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
             "active": active,
             "recent": cluster.operations.all()[:10],
             "kinds": MANUAL_KINDS,
+            "controls": operation_controls(cluster, active),
             "on_roce": [
                 hccs_evidence(n)
                 for n in cluster.nodes.filter(link_mode="roce").order_by("rank")

@@ -51,38 +51,46 @@ def browser_login(page: Any, base: str, username: str) -> None:
     page.wait_for_url(f"{base}/")
 
 
-@contextmanager
-def uvicorn_server() -> Iterator[str]:
-    """The console's ASGI app in a real uvicorn process on the test database."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "PYTHONUNBUFFERED": "1",
-    }
-    argv = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "console.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=die_with_parent,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
+class UvicornServer:
+    """The console's ASGI app in a real uvicorn process on the test database.
+
+    ``stop()`` and ``start()`` again restart it on the same port: what a deploy or a
+    crashed web process does to every open WebSocket.
+    """
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "PYTHONUNBUFFERED": "1",
+        }
+        argv = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "console.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+        ]
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=die_with_parent,
+        )
+        self.proc = proc
 
         def up() -> bool:
             if proc.poll() is not None:
@@ -90,18 +98,41 @@ def uvicorn_server() -> Iterator[str]:
                     f"uvicorn exited:\n{proc.stdout.read() if proc.stdout else ''}"
                 )
             try:
-                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+                return httpx.get(f"{self.base}/healthz", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
 
         wait_for(up, timeout=60)
-        yield base
+
+    def stop(self) -> None:
+        """Kill the process (no graceful close of its sockets: the browser sees them drop)."""
+        if self.proc is None:
+            return
+        self.proc.kill()
+        self.proc.wait(timeout=15)
+        self.proc = None
+
+
+@contextmanager
+def uvicorn_server() -> Iterator[str]:
+    """A started ``UvicornServer``; yields its base URL and stops it at the end."""
+    with restartable_server() as server:
+        yield server.base
+
+
+@contextmanager
+def restartable_server() -> Iterator[UvicornServer]:
+    server = UvicornServer()
+    server.start()
+    try:
+        yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        if server.proc is not None:
+            server.proc.terminate()
+            try:
+                server.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.proc.kill()
 
 
 @contextmanager

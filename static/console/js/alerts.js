@@ -1,12 +1,10 @@
 // Alerts: the critical-alerts banner on every page and the live rows of /alerts/, from /ws/alerts/ (push, no polling).
 (function () {
   "use strict";
-  var banner = document.getElementById("alerts-banner");
-  var active = document.getElementById("alerts-active");
-  var resolved = document.getElementById("alerts-resolved");
+  // Looked up on use: a re-list after a reconnect replaces these elements.
+  function $(id) { return document.getElementById(id); }
   var STATES = { pending: gettext("Pending"), firing: gettext("Firing"), acknowledged: gettext("Acknowledged"), resolved: gettext("Resolved") };
   var SEVERITIES = { info: gettext("Info"), warning: gettext("Warning"), critical: gettext("Critical") };
-  var CONN = { connecting: gettext("Connecting…"), live: gettext("Live"), reconnecting: gettext("Reconnecting…"), forbidden: gettext("No access") };
 
   function fmtTime(iso) {
     if (!iso) { return "—"; }
@@ -16,6 +14,7 @@
   }
 
   function setBanner(count) {
+    var banner = $("alerts-banner");
     if (!banner || typeof count !== "number") { return; }
     banner.setAttribute("data-count", String(count));
     document.getElementById("alerts-banner-count").textContent = String(count);
@@ -61,7 +60,7 @@
     if (a.state !== "firing" || a.silenced) {
       var ackBtn = actions.querySelector("[data-action=ack]");
       if (ackBtn && a.state !== "firing") { ackBtn.closest("form").remove(); }
-    } else if (active.getAttribute("data-can-ack") === "1" && !actions.querySelector("[data-action=ack]")) {
+    } else if ($("alerts-active").getAttribute("data-can-ack") === "1" && !actions.querySelector("[data-action=ack]")) {
       var form = document.createElement("form");
       form.method = "post"; form.action = "/alerts/" + a.id + "/ack"; form.className = "inline";
       var token = document.createElement("input");
@@ -74,6 +73,7 @@
   }
 
   function updateRow(a) {
+    var active = $("alerts-active"), resolved = $("alerts-resolved");
     if (!active) { return; }
     var tr = document.getElementById("alert-" + a.id);
     if (!tr) { tr = buildRow(a); }
@@ -83,18 +83,26 @@
     document.getElementById("alerts-none").classList.toggle("hidden", active.querySelector("tbody tr") !== null);
   }
 
-  if (!banner || !window.consoleSocket) { return; }
-  window.consoleSocket("/ws/alerts/", function (msg) {
-    if (msg.type !== "alert.update") { return; }
-    setBanner(msg.firing_critical);
-    updateRow(msg.alert);
-    // Pages that follow an alert (an incident's page) listen for this instead of opening a socket of their own.
-    document.dispatchEvent(new CustomEvent("console:alert-update", { detail: msg.alert }));
-  }, function (state) {
-    document.body.setAttribute("data-alerts-socket", state);
-    var conn = document.getElementById("conn-state");
-    if (!conn || !active) { return; }
-    conn.textContent = CONN[state] || state;
-    conn.className = "conn-state" + (state === "live" ? " live" : "");
+  if (!$("alerts-banner") || !window.consoleLive) { return; }
+  var listPage = !!$("alerts-active");
+  window.consoleLive.open({
+    path: "/ws/alerts/",
+    onMessage: function (msg) {
+      if (msg.type !== "alert.update") { return; }
+      setBanner(msg.firing_critical);
+      updateRow(msg.alert);
+      // Pages that follow an alert (an incident's page) listen for this instead of opening a socket of their own.
+      document.dispatchEvent(new CustomEvent("console:alert-update", { detail: msg.alert }));
+    },
+    onState: function (state) {
+      document.body.setAttribute("data-alerts-socket", state);
+      if (listPage) { window.consoleLive.showState($("conn-state"), state); }
+    },
+    // After a drop: re-read the banner (every page) and the alert tables (this page).
+    resync: function () {
+      return window.consoleLive.refreshParts("alerts").then(function () {
+        document.dispatchEvent(new CustomEvent("console:alert-update", { detail: { id: null } }));
+      });
+    }
   });
 })();

@@ -6,7 +6,6 @@
   var rangeS = cfg.ranges[cfg.range];
   var selectedNode = cfg.nodes[0] || null;
   var lastTs = null;
-  var wasDown = false;
   var heatMetric = "temp";
   var charts = {};
   var palette = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563",
@@ -15,7 +14,6 @@
   var STATE_LABELS = { unknown: gettext("Unknown"), ready: gettext("Ready"), running: gettext("Running"), stale: gettext("Stale"),
                        unreachable: gettext("Unreachable"), out_of_service: gettext("Out of service") };
   var engineSeen = false;
-  var labels = { connecting: gettext("Connecting…"), live: gettext("Live"), reconnecting: gettext("Reconnecting…"), forbidden: gettext("No access") };
 
   // --- charts -------------------------------------------------------------------------
   var ENGINE_CHARTS = {
@@ -247,7 +245,7 @@
   buildNodeCharts([]);
   loadHistory(null);
 
-  window.consoleSocket("/ws/clusters/" + cfg.cluster + "/", function (msg) {
+  function onMessage(msg) {
     if (msg.type === "cluster.state") {
       cfg.clusterState = msg.state;
       var b = document.getElementById("cluster-state-" + cfg.cluster);
@@ -261,11 +259,16 @@
     if (msg.engine) { engineSeen = true; }
     appendEngine(msg.ts, msg.engine || null);
     if (selectedNode && msg.nodes) { appendNode(msg.ts, msg.nodes[selectedNode]); }
-  }, function (state) {
-    var conn = document.getElementById("conn-state");
-    conn.textContent = labels[state] || state;
-    conn.className = "conn-state" + (state === "live" ? " live" : "");
-    if (state === "reconnecting") { wasDown = true; }
-    if (state === "live" && wasDown) { wasDown = false; loadHistory(lastTs); }  // backfill what was missed
+  }
+
+  window.consoleLive.open({
+    path: "/ws/clusters/" + cfg.cluster + "/",
+    onMessage: onMessage,
+    onState: function (state) { window.consoleLive.showState(document.getElementById("conn-state"), state); },
+    // Back after a drop: the cluster's state badge, then the points missed meanwhile (live
+    // points held during the backfill are replayed after it; older ones are skipped by ts).
+    resync: function () {
+      return window.consoleLive.refreshParts("dashboard").then(function () { return loadHistory(lastTs); });
+    }
   });
 })();

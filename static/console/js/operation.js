@@ -5,7 +5,6 @@
   if (!root) { return; }
   var id = root.getAttribute("data-operation-id");
   var conn = document.getElementById("op-conn");
-  var labels = { connecting: gettext("Connecting…"), live: gettext("Live"), reconnecting: gettext("Reconnecting…"), forbidden: gettext("No access") };
 
   function text(el, value) { if (el) { el.textContent = value == null ? "" : value; } }
 
@@ -78,7 +77,7 @@
     if (step.log_tail) { logEl.hidden = false; text(logEl.querySelector("pre"), step.log_tail); }
   }
 
-  window.consoleSocket("/ws/operations/" + id + "/", function (msg) {
+  function onProgress(msg) {
     if (msg.type !== "operation.progress") { return; }
     var badge = document.getElementById("op-state");
     badge.className = "badge badge-" + msg.color;
@@ -94,8 +93,16 @@
       var cancel = document.getElementById("cancel-form");
       if (cancel) { cancel.remove(); }
     }
-  }, function (state) {
-    text(conn, labels[state] || state);
-    conn.className = "conn-state" + (state === "live" ? " live" : "");
+  }
+
+  // Re-list on every (re)connect, the first one included: whatever happened between the
+  // page render (or the drop) and the socket opening is read from the server, then the
+  // events held meanwhile are replayed on top.
+  window.consoleLive.open({
+    path: "/ws/operations/" + id + "/",
+    onMessage: onProgress,
+    onState: function (state) { window.consoleLive.showState(conn, state); },
+    resync: function () { return window.consoleLive.refreshParts("operation"); },
+    resyncFirst: true
   });
 })();
