@@ -79,7 +79,10 @@ def test_the_operation_page_shows_what_happened_while_its_socket_was_down() -> N
         assert page.locator("#alerts-banner.hidden").count() == 1
 
         server.stop()
-        page.wait_for_selector("#op-conn[data-state=reconnecting]", timeout=20_000)
+        page.wait_for_function(
+            "document.getElementById('op-conn').textContent === 'Reconnecting…'",
+            timeout=20_000,
+        )
         assert "live" not in (page.get_attribute("#op-conn", "class") or "")
         assert page.text_content("#op-conn") == "Reconnecting…"
 
