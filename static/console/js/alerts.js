@@ -6,12 +6,9 @@
   var STATES = { pending: gettext("Pending"), firing: gettext("Firing"), acknowledged: gettext("Acknowledged"), resolved: gettext("Resolved") };
   var SEVERITIES = { info: gettext("Info"), warning: gettext("Warning"), critical: gettext("Critical") };
 
-  function fmtTime(iso) {
-    if (!iso) { return "—"; }
-    var d = new Date(iso);
-    function p(n) { return (n < 10 ? "0" : "") + n; }
-    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
-  }
+  var fmtTime = consoleFormat.time;
+  var unitsNode = document.getElementById("metric-units");
+  var UNITS = unitsNode ? JSON.parse(unitsNode.textContent) : {};
 
   function setBanner(count) {
     var banner = $("alerts-banner");
@@ -53,7 +50,7 @@
     sev.textContent = SEVERITIES[a.severity] || a.severity;
     var st = tr.querySelector("[data-field=state]");
     st.textContent = STATES[a.state] || a.state; st.className = "badge state-" + a.state;
-    tr.querySelector("[data-field=value]").textContent = a.value === null ? "" : a.value.toFixed(2);
+    tr.querySelector("[data-field=value]").textContent = consoleFormat.value(a.value, UNITS[a.metric]);
     tr.querySelector("[data-field=fired_at]").textContent = fmtTime(a.fired_at);
     tr.querySelector("[data-field=acknowledged_by]").textContent = a.acknowledged_by || "";
     var actions = tr.querySelector(".actions");

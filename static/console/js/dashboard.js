@@ -17,13 +17,13 @@
 
   // --- charts -------------------------------------------------------------------------
   var ENGINE_CHARTS = {
-    queue: { series: [["running", gettext("running")], ["waiting", gettext("waiting")]], unit: gettext("requests"), threshold: th.max_running },
-    ttft: { series: [["ttft_p50", "p50"], ["ttft_p99", "p99"]], unit: "s", threshold: th.p99_latency_s },
-    itl: { series: [["itl_p50", "p50"], ["itl_p99", "p99"]], unit: "s", threshold: th.itl_p99_s },
-    tps: { series: [["gen_tps", gettext("generation")], ["prompt_tps", gettext("prompt")]], unit: gettext("tokens/s"), threshold: th.min_gen_tps },
-    kv: { series: [["kv_cache_pct", gettext("KV cache")]], unit: "%", threshold: th.kv_cache_pct }
+    queue: { series: [["running", gettext("running")], ["waiting", gettext("waiting")]], unit: gettext("requests"), fmt: "", threshold: th.max_running },
+    ttft: { series: [["ttft_p50", "p50"], ["ttft_p99", "p99"]], unit: "s", fmt: "s", threshold: th.p99_latency_s },
+    itl: { series: [["itl_p50", "p50"], ["itl_p99", "p99"]], unit: "s", fmt: "s", threshold: th.itl_p99_s },
+    tps: { series: [["gen_tps", gettext("generation")], ["prompt_tps", gettext("prompt")]], unit: gettext("tokens/s"), fmt: gettext("tokens/s"), threshold: th.min_gen_tps },
+    kv: { series: [["kv_cache_pct", gettext("KV cache")]], unit: "%", fmt: "%", threshold: th.kv_cache_pct }
   };
-  var NODE_CHARTS = { temp: { unit: "°C", threshold: th.temp_c }, hbm: { unit: "%", threshold: th.hbm_pct }, loss: { unit: "%", threshold: th.hccs_loss_pct } };
+  var NODE_CHARTS = { temp: { unit: "°C", fmt: "°C", threshold: th.temp_c }, hbm: { unit: "%", fmt: "%", threshold: th.hbm_pct }, loss: { unit: "%", fmt: "%", threshold: th.hccs_loss_pct } };
 
   function thresholdPlugin(value) {
     return { hooks: { draw: [function (u) {
@@ -38,15 +38,17 @@
     }] } };
   }
 
-  function makeChart(id, seriesLabels, unit, threshold) {
+  function makeChart(id, seriesLabels, unit, threshold, fmt) {
     var fig = document.getElementById("chart-" + id);
     var holder = fig.querySelector(".plot");
     holder.innerHTML = "";
     var data = [[]];
-    var series = [{}];
+    // x: the one time format (24-hour, the user's zone, seconds at most), labelled in the page's language
+    var series = [{ label: gettext("Time"), value: function (u, v) { return v === null || v === undefined ? "" : consoleFormat.time(v); } }];
     seriesLabels.forEach(function (label, i) {
       data.push([]);
-      series.push({ label: label, stroke: palette[i % palette.length], width: 1.5, spanGaps: false });
+      series.push({ label: label, stroke: palette[i % palette.length], width: 1.5, spanGaps: false,
+                    value: function (u, v) { return consoleFormat.value(v, fmt === undefined ? unit : fmt); } });
     });
     var chart = { fig: fig, data: data, plot: null, unit: unit };
     if (window.uPlot) {
@@ -57,7 +59,13 @@
           var hi = Math.max(max === null ? 1 : max, threshold || 0) * 1.1;
           return [Math.min(0, min === null ? 0 : min), hi || 1];
         } } },
-        axes: [{}, { label: unit, size: 60 }],
+        axes: [
+          { values: function (u, splits) {
+            var span = (u.scales.x.max || 0) - (u.scales.x.min || 0);
+            return splits.map(function (v) { return consoleFormat.axisTime(v, span); });
+          } },
+          { label: unit, size: 60 }
+        ],
         plugins: [thresholdPlugin(threshold)],
         legend: { show: true }
       };
@@ -90,16 +98,16 @@
   function buildEngineCharts() {
     Object.keys(ENGINE_CHARTS).forEach(function (id) {
       var spec = ENGINE_CHARTS[id];
-      makeChart(id, spec.series.map(function (s) { return s[1]; }), spec.unit, spec.threshold);
+      makeChart(id, spec.series.map(function (s) { return s[1]; }), spec.unit, spec.threshold, spec.fmt);
     });
   }
 
   function buildNodeCharts(chips) {
     ["temp", "hbm"].forEach(function (id) {
-      makeChart(id, chips.map(function (c) { return interpolate(gettext("chip %s"), [c]); }), NODE_CHARTS[id].unit, NODE_CHARTS[id].threshold);
+      makeChart(id, chips.map(function (c) { return interpolate(gettext("chip %s"), [c]); }), NODE_CHARTS[id].unit, NODE_CHARTS[id].threshold, NODE_CHARTS[id].fmt);
       charts[id].chips = chips.slice();
     });
-    makeChart("loss", [gettext("worst link")], NODE_CHARTS.loss.unit, NODE_CHARTS.loss.threshold);
+    makeChart("loss", [gettext("worst link")], NODE_CHARTS.loss.unit, NODE_CHARTS.loss.threshold, NODE_CHARTS.loss.fmt);
   }
 
   function loadHistory(since) {
@@ -200,7 +208,7 @@
     });
   }
 
-  function fmtTime(epoch) { return epoch ? new Date(epoch * 1000).toLocaleString() : gettext("never"); }
+  function fmtTime(epoch) { return epoch ? consoleFormat.time(epoch) : gettext("never"); }
 
   function updateNode(name, info) {
     var card = document.getElementById("mon-node-" + name);
@@ -215,7 +223,7 @@
     if (seen) { seen.textContent = (stale ? gettext("last seen") + " " : "") + fmtTime(info.last_seen); }
     if (info.engine_state !== undefined) { document.getElementById("mon-engine-" + name).textContent = info.engine_state || "—"; }
     if (info.hccs_loss_pct !== undefined) {
-      document.getElementById("mon-loss-" + name).textContent = info.hccs_loss_pct === null ? "—" : info.hccs_loss_pct.toFixed(2) + " %";
+      document.getElementById("mon-loss-" + name).textContent = consoleFormat.value(info.hccs_loss_pct, "%");
     }
     updateHeatRow(name, info.chips);
   }

@@ -1,0 +1,65 @@
+// One formatter for times and one per unit, the twin of console/templatetags/consolefmt.py.
+// Times: YYYY-MM-DD HH:MM:SS, 24-hour in every language, in the zone the page was rendered in
+// (<html data-tz>, the user's zone: see console/timezones.py), never finer than seconds.
+// Also tells the server the browser's zone (cookie console_tz) so the next page uses it.
+(function () {
+  "use strict";
+  var root = document.documentElement;
+  var browserTz = "";
+  try { browserTz = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { browserTz = ""; }
+  var tz = root.getAttribute("data-tz") || browserTz || "UTC";
+  if (browserTz && document.cookie.indexOf("console_tz=" + encodeURIComponent(browserTz)) < 0) {
+    document.cookie = "console_tz=" + encodeURIComponent(browserTz) + "; path=/; max-age=31536000; SameSite=Lax";
+  }
+
+  var parts;
+  try {
+    parts = new Intl.DateTimeFormat("en-CA", {
+      timeZone: tz, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit"
+    });
+  } catch (e) {
+    parts = new Intl.DateTimeFormat("en-CA", { hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  // epoch seconds, ISO text or a Date → its fields in the page's zone
+  function fields(value) {
+    var d = value instanceof Date ? value : typeof value === "number" ? new Date(value * 1000) : new Date(value);
+    if (isNaN(d.getTime())) { return null; }
+    var f = {};
+    parts.formatToParts(d).forEach(function (p) { f[p.type] = p.value; });
+    if (f.hour === "24") { f.hour = "00"; }
+    return f;
+  }
+
+  function time(value) {
+    if (value === null || value === undefined || value === "") { return "—"; }
+    var f = fields(value);
+    if (!f) { return String(value); }
+    return f.year + "-" + f.month + "-" + f.day + " " + f.hour + ":" + f.minute + ":" + f.second;
+  }
+
+  // A chart axis tick: HH:MM (HH:MM:SS under 10 minutes of span), with MM-DD once the span passes a day.
+  function axisTime(epoch, spanS) {
+    var f = fields(epoch);
+    if (!f) { return ""; }
+    var clock = f.hour + ":" + f.minute + (spanS < 600 ? ":" + f.second : "");
+    return spanS > 86400 ? f.month + "-" + f.day + " " + clock : clock;
+  }
+
+  function value(v, unit) {
+    if (v === null || v === undefined || v === "" || isNaN(v)) { return "—"; }
+    v = Number(v);
+    unit = unit || "";
+    if (unit === "°C") { return v.toFixed(0) + " °C"; }
+    if (unit === "%") { return (Math.abs(v) < 10 ? v.toFixed(2) : v.toFixed(1)) + " %"; }  // link loss keeps 2 decimals
+    if (unit === "ms") { return Math.abs(v) < 1000 ? v.toFixed(0) + " ms" : (v / 1000).toFixed(2) + " s"; }
+    if (unit === "s") { return Math.abs(v) < 1 ? (v * 1000).toFixed(0) + " ms" : v.toFixed(2) + " s"; }
+    if (unit === "W") { return v.toFixed(0) + " W"; }
+    if (!unit) { return Number.isInteger(v) ? v.toFixed(0) : v.toFixed(2); }
+    return v.toFixed(1) + " " + unit;
+  }
+
+  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value };
+})();
