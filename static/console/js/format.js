@@ -8,8 +8,9 @@
   var browserTz = "";
   try { browserTz = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { browserTz = ""; }
   var tz = root.getAttribute("data-tz") || browserTz || "UTC";
-  if (browserTz && document.cookie.indexOf("console_tz=" + encodeURIComponent(browserTz)) < 0) {
-    document.cookie = "console_tz=" + encodeURIComponent(browserTz) + "; path=/; max-age=31536000; SameSite=Lax";
+  // IANA names are cookie-safe as they are ("Asia/Shanghai", "Etc/GMT+8"); the server reads them unescaped.
+  if (/^[A-Za-z0-9_+\-\/]{1,64}$/.test(browserTz) && document.cookie.indexOf("console_tz=" + browserTz) < 0) {
+    document.cookie = "console_tz=" + browserTz + "; path=/; max-age=31536000; SameSite=Lax";
   }
 
   var parts;
