@@ -10,12 +10,25 @@
   var unitsNode = document.getElementById("metric-units");
   var UNITS = unitsNode ? JSON.parse(unitsNode.textContent) : {};
 
-  function setBanner(count) {
+  // The banner (critical and warning counts, red when any is critical) and the navigation's count.
+  function setBanner(count, warnings) {
     var banner = $("alerts-banner");
     if (!banner || typeof count !== "number") { return; }
+    warnings = typeof warnings === "number" ? warnings : Number(banner.getAttribute("data-warning") || "0");
     banner.setAttribute("data-count", String(count));
-    document.getElementById("alerts-banner-count").textContent = String(count);
-    banner.classList.toggle("hidden", count === 0);
+    banner.setAttribute("data-warning", String(warnings));
+    $("alerts-banner-count").textContent = String(count);
+    $("alerts-banner-warning").textContent = String(warnings);
+    $("alerts-banner-critical-part").classList.toggle("hidden", count === 0);
+    $("alerts-banner-warning-part").classList.toggle("hidden", warnings === 0);
+    banner.classList.toggle("hidden", count === 0 && warnings === 0);
+    banner.classList.toggle("is-warning", count === 0);
+    var nav = $("nav-alerts-count");
+    if (nav) {
+      nav.textContent = String(count + warnings);
+      nav.classList.toggle("hidden", count + warnings === 0);
+      nav.classList.toggle("is-warning", count === 0);
+    }
   }
 
   function cell(text) { var td = document.createElement("td"); td.textContent = text; return td; }
@@ -50,9 +63,14 @@
     sev.textContent = SEVERITIES[a.severity] || a.severity;
     var st = tr.querySelector("[data-field=state]");
     st.textContent = STATES[a.state] || a.state; st.className = "badge state-" + a.state;
-    tr.querySelector("[data-field=value]").textContent = consoleFormat.value(a.value, UNITS[a.metric]);
+    var resolvedRow = a.state === "resolved";
+    // A resolved alert shows how bad it got (its peak), not its last, recovered reading.
+    var shown = resolvedRow && a.peak_value !== null && a.peak_value !== undefined ? a.peak_value : a.value;
+    tr.querySelector("[data-field=value]").textContent = consoleFormat.value(shown, UNITS[a.metric]);
     tr.querySelector("[data-field=fired_at]").textContent = fmtTime(a.fired_at);
-    tr.querySelector("[data-field=acknowledged_by]").textContent = a.acknowledged_by || "";
+    var last = tr.querySelector("[data-field=acknowledged_by], [data-field=resolved_at]");
+    last.setAttribute("data-field", resolvedRow ? "resolved_at" : "acknowledged_by");
+    last.textContent = resolvedRow ? fmtTime(a.resolved_at) : (a.acknowledged_by || "");
     var actions = tr.querySelector(".actions");
     if (a.state !== "firing" || a.silenced) {
       var ackBtn = actions.querySelector("[data-action=ack]");
@@ -86,7 +104,7 @@
     path: "/ws/alerts/",
     onMessage: function (msg) {
       if (msg.type !== "alert.update") { return; }
-      setBanner(msg.firing_critical);
+      setBanner(msg.firing_critical, msg.firing_warning);
       updateRow(msg.alert);
       // Pages that follow an alert (an incident's page) listen for this instead of opening a socket of their own.
       document.dispatchEvent(new CustomEvent("console:alert-update", { detail: msg.alert }));
