@@ -55,6 +55,24 @@ def format_value(value: float | int | None, unit: str = "") -> str:
     return f"{v:.1f} {unit}"
 
 
+def format_duration(seconds: float | None) -> str:
+    """``42 s``, ``1 min 13 s``, ``2 h 05 min``; "—" for none."""
+    if seconds is None:
+        return "—"
+    total = max(0, int(float(seconds) + 0.5))  # half up, as Math.round in format.js
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        return f"{total // 60} min {total % 60} s"
+    return f"{total // 3600} h {total % 3600 // 60:02d} min"
+
+
+@register.filter
+def duration(value: float | None) -> str:
+    """``{{ op.duration_s|duration }}`` → ``1 min 13 s``."""
+    return format_duration(value)
+
+
 @register.filter
 def when(value: datetime | str | None) -> str:
     """``{{ alert.fired_at|when }}`` → ``2026-12-04 22:40:05`` in the user's zone."""

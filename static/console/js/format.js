@@ -62,5 +62,15 @@
     return v.toFixed(1) + " " + unit;
   }
 
-  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value };
+  // 42 s · 1 min 13 s · 2 h 05 min (consolefmt.format_duration)
+  function duration(seconds) {
+    if (seconds === null || seconds === undefined || isNaN(seconds)) { return "—"; }
+    var total = Math.max(0, Math.round(Number(seconds)));
+    if (total < 60) { return total + " s"; }
+    if (total < 3600) { return Math.floor(total / 60) + " min " + (total % 60) + " s"; }
+    var m = Math.floor((total % 3600) / 60);
+    return Math.floor(total / 3600) + " h " + (m < 10 ? "0" : "") + m + " min";
+  }
+
+  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value, duration: duration };
 })();
