@@ -15,6 +15,7 @@ from console.models import Cluster, Node, Operation, OperationKind, OperationSta
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
 from console.views.controls import operation_controls
+from console.views.launchplan import launch_plan
 from console.views.progress import check_groups, expected_durations, weighted_progress
 from console.services.node_actions import (
     ActionRefused,
@@ -55,6 +56,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
             "recent": cluster.operations.all()[:10],
             "kinds": MANUAL_KINDS,
             "controls": operation_controls(cluster, active),
+            "plan": launch_plan(cluster, admin=has_role(request.user, "admin")),
             "on_roce": [
                 hccs_evidence(n)
                 for n in cluster.nodes.filter(link_mode="roce").order_by("rank")
