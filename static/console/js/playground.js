@@ -7,6 +7,7 @@
   if (!root) { return; }
   var STORE = "console.playground";
   var gateway = root.dataset.gateway;
+  var keyHint = root.dataset.keyHint || "";  // where CONSOLE_API_KEY comes from, in the reader's language
   var clusters = JSON.parse($("pg-clusters").textContent);
   var state = load();
   var live = null, streaming = null, nextId = 1, clusterOk = false;
@@ -237,7 +238,7 @@
   function shellQuote(text) { return "'" + text.replace(/'/g, "'\\''") + "'"; }
 
   function curlSnippet() {
-    return "curl -N " + gateway + "/chat/completions \\\n" +
+    return "# " + keyHint + "\n" + "curl -N " + gateway + "/chat/completions \\\n" +
       "  -H 'Content-Type: application/json' \\\n" +
       "  -H \"Authorization: Bearer $CONSOLE_API_KEY\" \\\n" +
       "  -d " + shellQuote(JSON.stringify(requestBody())) + "\n";
@@ -246,7 +247,7 @@
   function pythonSnippet() {
     var b = requestBody();
     var extra = b.stop ? ",\n    stop=" + JSON.stringify(b.stop) : "";
-    return "import os\n\nfrom openai import OpenAI\n\n" +
+    return "# " + keyHint + "\nimport os\n\nfrom openai import OpenAI\n\n" +
       "client = OpenAI(base_url=" + JSON.stringify(gateway) + ", api_key=os.environ[\"CONSOLE_API_KEY\"])\n" +
       "stream = client.chat.completions.create(\n" +
       "    model=" + JSON.stringify(b.model) + ",\n" +
