@@ -369,6 +369,8 @@ def ingest_round(
                     hbm_pct,
                     c["aicore_pct"],
                     c["health"],
+                    c["power_w"],  # [6] power panel
+                    loss,  # [7] HCCS loss of this chip's worst link (per-chip panel)
                 ]
             )
         if worst is None and idle_chips and node.link_mode == LinkMode.ROCE:
@@ -420,6 +422,7 @@ def ingest_round(
                 ),
                 "engine_state": engine_state,
                 "hccs_loss_pct": worst,
+                "roce_down": sum(1 for p in parsed.roce if p.get("link") == "DOWN"),
                 "chips": chips_live,
                 "errors": len(parsed.errors),
             }

@@ -227,7 +227,53 @@ def test_it_shows_live_charts_and_a_32_chip_heatmap(tmp_path: Path) -> None:
             "!document.querySelector('#chart-queue').classList.contains('is-empty')",
             timeout=30_000,
         )
+        check_grafana_conventions(page)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         agent_call(head.name, "engine.stop", grace_s=10)
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
+
+
+def check_grafana_conventions(page: Any) -> None:
+    """Power, per-NPU HCCS and RoCE panels fill; legends say "NPU n" and show values without
+    hovering; threshold lines are labelled; drag zooms and holds; an absolute range shows."""
+    page.wait_for_function(
+        "Number(document.querySelector('#chart-power').dataset.points || 0) > 0"
+        " && !document.querySelector('#chart-power').classList.contains('is-empty')",
+        timeout=30_000,
+    )
+    for chart in ("#chart-chiploss", "#chart-roce"):
+        assert int(page.get_attribute(chart, "data-points") or 0) > 0
+    legend = page.inner_text("#chart-temp .u-legend")
+    assert "NPU 0" in legend and "chip" not in legend.lower()
+    assert "--" not in page.inner_text("#chart-queue .u-legend")  # latest values, not hover-only
+    assert "°C" in legend
+    assert page.get_attribute("#chart-temp", "data-threshold-label").endswith("°C")
+    assert page.get_attribute("#chart-tps", "data-threshold-label").startswith("target")
+    # Drag across the queue chart: it zooms and keeps the span while points arrive.
+    box = page.locator("#chart-queue .u-over").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + box["height"] / 2, steps=5)
+    page.mouse.up()
+    page.wait_for_selector("#zoom-reset:not([hidden])", timeout=5_000)
+    page.click("#zoom-reset")
+    assert page.is_hidden("#zoom-reset")
+    # An absolute range (the last ten minutes, typed as local times) pauses live updates.
+    page.evaluate(
+        """() => {
+          const pad = n => String(n).padStart(2, '0');
+          const f = d => `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+          const now = new Date();
+          document.getElementById('abs-from').value = f(new Date(now - 600000));
+          document.getElementById('abs-to').value = f(new Date(now.getTime() + 60000));
+        }"""
+    )
+    page.click("#abs-form button[type=submit]")
+    page.wait_for_function(
+        "document.getElementById('dashboard-mode').textContent.length > 0", timeout=5_000
+    )
+    page.wait_for_selector("#abs-live:not([hidden])")
+    page.click("#abs-live")
+    assert page.text_content("#dashboard-mode") == ""
