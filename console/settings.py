@@ -249,7 +249,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # channel the read then races the blocking pop, raises TimeoutError in Channels'
 # await_many_dispatch, and the WebSocket drops without a close frame. The layer's read
 # timeout must outlast the blocking pop; keepalive still notices a dead Redis.
-CHANNEL_LAYER_SOCKET_TIMEOUT_S = env_int("CHANNEL_LAYER_SOCKET_TIMEOUT_S", 30, minimum=10)
+CHANNEL_LAYER_SOCKET_TIMEOUT_S = env_int(
+    "CHANNEL_LAYER_SOCKET_TIMEOUT_S", 30, minimum=10
+)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -35,7 +35,7 @@ def format_time(value: datetime | str | None) -> str:
     return value.strftime(TIME_FORMAT)
 
 
-def format_value(value: float | int | None, unit: str = "") -> str:
+def format_value(value: float | int | str | None, unit: str = "") -> str:
     """A measured value with its unit, the same way everywhere; "—" for none."""
     if value is None or value == "":
         return "—"

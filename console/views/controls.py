@@ -17,8 +17,16 @@ from console.models import Cluster, ClusterState, Operation, OperationKind
 ALLOWED: dict[str, tuple[str, ...]] = {
     # Start on a serving cluster would clear its engines undrained (operation_start refuses it).
     OperationKind.START: (ClusterState.STOPPED, ClusterState.FAILED),
-    OperationKind.STOP: (ClusterState.RUNNING, ClusterState.DEGRADED, ClusterState.FAILED),
-    OperationKind.RESTART: (ClusterState.RUNNING, ClusterState.DEGRADED, ClusterState.FAILED),
+    OperationKind.STOP: (
+        ClusterState.RUNNING,
+        ClusterState.DEGRADED,
+        ClusterState.FAILED,
+    ),
+    OperationKind.RESTART: (
+        ClusterState.RUNNING,
+        ClusterState.DEGRADED,
+        ClusterState.FAILED,
+    ),
     # Preflight on a serving cluster reports its own engines' NPUs and ports as faults.
     OperationKind.PREFLIGHT: (ClusterState.STOPPED, ClusterState.FAILED),
 }

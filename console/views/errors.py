@@ -14,7 +14,9 @@ from django.utils.translation import gettext as _
 from console.constants import ROLE_ADMIN, ROLE_OPERATOR, ROLE_VIEWER
 from console.permissions import user_role
 
-ROLE_RE = re.compile(r"requires the (\w+) role")  # console.permissions.role_required's message
+ROLE_RE = re.compile(
+    r"requires the (\w+) role"
+)  # console.permissions.role_required's message
 
 
 def role_label(role: str) -> str:
@@ -27,13 +29,17 @@ def role_label(role: str) -> str:
 
 def admins() -> list[str]:
     """Usernames of the active users who can grant roles (admins and superusers)."""
-    users = get_user_model().objects.filter(is_active=True).filter(
-        Q(is_superuser=True) | Q(groups__name=ROLE_ADMIN)
+    users = (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(is_superuser=True) | Q(groups__name=ROLE_ADMIN))
     )
     return sorted(set(users.values_list("username", flat=True)))[:10]
 
 
-def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def permission_denied(
+    request: HttpRequest, exception: Exception | None = None
+) -> HttpResponse:
     """``handler403``: which role the page needs, the user's own, and the admins to ask."""
     match = ROLE_RE.search(str(exception or ""))
     needed = match.group(1) if match else ""

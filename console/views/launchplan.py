@@ -47,7 +47,9 @@ def launch_plan(cluster: Cluster, *, admin: bool) -> dict[str, Any]:
     except PlanError as exc:
         return {
             "nodes": [],
-            "errors": [f"{field}: {msg}" for field, msgs in exc.errors.items() for msg in msgs],
+            "errors": [
+                f"{field}: {msg}" for field, msgs in exc.errors.items() for msg in msgs
+            ],
         }
     nodes = []
     for n in plan.nodes:

@@ -14,9 +14,6 @@ from console.gateway.routing import SERVING
 from console.models import Cluster, Node, Operation, OperationKind, OperationState
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
-from console.views.controls import operation_controls
-from console.views.launchplan import launch_plan
-from console.views.progress import check_groups, expected_durations, weighted_progress
 from console.services.node_actions import (
     ActionRefused,
     cluster_failback,
@@ -31,6 +28,9 @@ from console.services.operations import (
     operation_reap_interrupted,
     operation_start,
 )
+from console.views.controls import operation_controls
+from console.views.launchplan import launch_plan
+from console.views.progress import check_groups, expected_durations, weighted_progress
 
 # Kinds an operator starts by hand from the cluster page.
 MANUAL_KINDS = (

@@ -40,7 +40,10 @@ def expected_durations(op: Operation) -> dict[str, float]:
         started_at__isnull=False,
         finished_at__isnull=False,
     ).values_list("name", "started_at", "finished_at"):
-        spent[name].append(max(0.0, (finished - started).total_seconds()))
+        if (
+            started is not None and finished is not None
+        ):  # filtered above; for the type checker
+            spent[name].append(max(0.0, (finished - started).total_seconds()))
     return {name: sum(v) / len(v) for name, v in spent.items()}
 
 
@@ -87,4 +90,7 @@ def check_groups(checks: list[dict[str, object]]) -> dict[str, list[dict[str, ob
         (c for c in checks if c.get("status") != "pass"),
         key=lambda c: order.get(str(c.get("status")), 0),
     )
-    return {"problems": problems, "passed": [c for c in checks if c.get("status") == "pass"]}
+    return {
+        "problems": problems,
+        "passed": [c for c in checks if c.get("status") == "pass"],
+    }

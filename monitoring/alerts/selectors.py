@@ -240,7 +240,6 @@ def firing_critical_count() -> int:
     ).count()
 
 
-
 def firing_counts() -> dict[str, int]:
     """Firing (not acknowledged, not silenced) alerts by severity, in one query:
     ``{"critical": n, "warning": m}`` for the banner and the navigation's count."""

@@ -193,7 +193,9 @@ def alerts_evaluate(*, now: datetime | None = None) -> EvalSummary:
                     continue
                 assert current is not None  # every other action has an open alert
                 current.value = ob.value
-                current.peak_value = _worse(rule.comparison, current.peak_value, ob.value)
+                current.peak_value = _worse(
+                    rule.comparison, current.peak_value, ob.value
+                )
                 current.last_eval_at = now
                 if action is Action.FIRE:
                     current.state = AlertState.FIRING

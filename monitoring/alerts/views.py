@@ -131,7 +131,11 @@ def rule_preview_rows(
     if cluster_id is not None:
         obs = [o for o in obs if o.cluster_id == cluster_id]
     rows = [
-        {"target": o.target, "value": o.value, "matches": bool(compare and compare(o.value, threshold))}
+        {
+            "target": o.target,
+            "value": o.value,
+            "matches": bool(compare and compare(o.value, threshold)),
+        }
         for o in sorted(obs, key=lambda o: o.target)
     ]
     rows.sort(key=lambda r: not r["matches"])  # what would fire first

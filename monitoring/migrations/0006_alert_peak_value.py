@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('monitoring', '0005_scrapestate_health_ok'),
+        ("monitoring", "0005_scrapestate_health_ok"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='alert',
-            name='peak_value',
-            field=models.FloatField(blank=True, null=True, verbose_name='peak value'),
+            model_name="alert",
+            name="peak_value",
+            field=models.FloatField(blank=True, null=True, verbose_name="peak value"),
         ),
     ]

@@ -26,7 +26,6 @@ from console.permissions import role_required
 from monitoring import selectors
 from monitoring.models_alerts import AlertRule
 
-
 # chart/heatmap key → (alert-rule metric, scale to the chart's unit, default)
 RULE_LINES: dict[str, tuple[str, float, float]] = {
     "temp_c": ("chip.temp_c", 1.0, NPU_TEMP_MAX_C),
@@ -147,11 +146,18 @@ def cluster_series(request: HttpRequest, cluster_id: int) -> JsonResponse:
     cluster = get_object_or_404(Cluster, pk=cluster_id)
     until: float | None = None
     if "from" in request.GET or "to" in request.GET:
-        start, until = _epoch(request.GET.get("from", "")), _epoch(request.GET.get("to", ""))
+        start, until = (
+            _epoch(request.GET.get("from", "")),
+            _epoch(request.GET.get("to", "")),
+        )
         now = time.time()
         if start is None or until is None or not start < until:
             return JsonResponse(
-                {"error": {"from": "from and to are epoch seconds with from < to, e.g. from=1764700000&to=1764703600"}},
+                {
+                    "error": {
+                        "from": "from and to are epoch seconds with from < to, e.g. from=1764700000&to=1764703600"
+                    }
+                },
                 status=400,
             )
         kept_s = settings.ROLLUP_RETENTION_D * 86400  # rollups are pruned after that

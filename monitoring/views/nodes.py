@@ -18,7 +18,9 @@ from monitoring.models_alerts import Alert, Incident
 RECENT_SAMPLES = 20
 
 
-def _chips(data: dict[str, Any], losses: dict[str, float | None]) -> list[dict[str, Any]]:
+def _chips(
+    data: dict[str, Any], losses: dict[str, float | None]
+) -> list[dict[str, Any]]:
     """Latest chip figures joined with HCCS health and link count and the chip's loss."""
     hccs = data.get("hccs") or {}
     out = []

@@ -16,8 +16,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSLATE = re.compile(r"""\{%\s*translate\s+(?P<q>["'])(?P<s>.*?)(?P=q)""", re.S)
-BLOCK = re.compile(r"\{%\s*blocktranslate(?P<opts>[^%]*)%\}(?P<body>.*?)\{%\s*endblocktranslate\s*%\}", re.S)
-JS_CALL = re.compile(r"""\b(n?gettext)\(\s*(?P<q>["'])(?P<s>(?:\\.|(?!(?P=q)).)*)(?P=q)""")
+BLOCK = re.compile(
+    r"\{%\s*blocktranslate(?P<opts>[^%]*)%\}(?P<body>.*?)\{%\s*endblocktranslate\s*%\}",
+    re.S,
+)
+JS_CALL = re.compile(
+    r"""\b(n?gettext)\(\s*(?P<q>["'])(?P<s>(?:\\.|(?!(?P=q)).)*)(?P=q)"""
+)
 
 
 def template_msgids() -> list[tuple[str, str]]:
@@ -30,7 +35,12 @@ def template_msgids() -> list[tuple[str, str]]:
             body = m.group("body").split("{% plural %}")[0]
             if "trimmed" in m.group("opts"):
                 body = " ".join(body.split())
-            out.append((str(path.relative_to(ROOT)), re.sub(r"\{\{\s*(\w+)\s*\}\}", r"%(\1)s", body)))
+            out.append(
+                (
+                    str(path.relative_to(ROOT)),
+                    re.sub(r"\{\{\s*(\w+)\s*\}\}", r"%(\1)s", body),
+                )
+            )
     return out
 
 
@@ -39,14 +49,20 @@ def script_msgids() -> list[tuple[str, str]]:
     for path in sorted((ROOT / "static" / "console" / "js").glob("*.js")):
         for m in JS_CALL.finditer(path.read_text(encoding="utf-8")):
             raw = m.group("s")
-            text = ast.literal_eval('"' + raw.replace('"', '\\"') + '"') if "\\" in raw else raw
+            text = (
+                ast.literal_eval('"' + raw.replace('"', '\\"') + '"')
+                if "\\" in raw
+                else raw
+            )
             out.append((str(path.relative_to(ROOT)), text))
     return out
 
 
 def translated(domain: str) -> set[str]:
     """msgids (singular) with a non-empty msgstr in the zh_Hans catalogue, fuzzy ones left out."""
-    text = (ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / f"{domain}.po").read_text(encoding="utf-8")
+    text = (ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / f"{domain}.po").read_text(
+        encoding="utf-8"
+    )
     done = set()
     for entry in text.split("\n\n"):
         if "#, fuzzy" in entry or "#~" in entry:

@@ -12,9 +12,25 @@ pytestmark = pytest.mark.django_db
 
 
 def test_it_masks_the_engine_key_in_argv() -> None:
-    argv = ["vllm", "serve", "/m", "--api-key", "sk-1", "--port", "8000", "--api-key=sk-2"]
+    argv = [
+        "vllm",
+        "serve",
+        "/m",
+        "--api-key",
+        "sk-1",
+        "--port",
+        "8000",
+        "--api-key=sk-2",
+    ]
     assert _mask_argv(argv) == [
-        "vllm", "serve", "/m", "--api-key", MASK, "--port", "8000", f"--api-key={MASK}",
+        "vllm",
+        "serve",
+        "/m",
+        "--api-key",
+        MASK,
+        "--port",
+        "8000",
+        f"--api-key={MASK}",
     ]
 
 

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize("state", [ClusterState.RUNNING, ClusterState.DEGRADED])
-def test_it_refuses_preflight_while_the_cluster_serves(cluster: Any, admin: Any, state: str) -> None:
+def test_it_refuses_preflight_while_the_cluster_serves(
+    cluster: Any, admin: Any, state: str
+) -> None:
     cluster.state = state
     cluster.save(update_fields=["state"])
     with pytest.raises(OperationRefused) as exc:
@@ -23,7 +25,9 @@ def test_it_refuses_preflight_while_the_cluster_serves(cluster: Any, admin: Any,
     assert not Operation.objects.filter(cluster=cluster).exists()
 
 
-def test_the_cluster_page_says_why_and_starts_nothing(cluster: Any, operator: Any) -> None:
+def test_the_cluster_page_says_why_and_starts_nothing(
+    cluster: Any, operator: Any
+) -> None:
     cluster.state = ClusterState.RUNNING
     cluster.save(update_fields=["state"])
     response = login(operator).post(

@@ -65,7 +65,9 @@ def test_a_warning_shows_on_every_page_and_a_resolved_alert_shows_its_peak() -> 
             fired_at=now - timedelta(seconds=10),
         )
         holder.append(alert)
-        alerts_publish([Alert.objects.select_related("rule", "cluster").get(pk=alert.pk)])
+        alerts_publish(
+            [Alert.objects.select_related("rule", "cluster").get(pk=alert.pk)]
+        )
 
     def resolve() -> None:
         alert = Alert.objects.select_related("rule", "cluster").get(pk=holder[0].pk)
@@ -85,7 +87,8 @@ def test_a_warning_shows_on_every_page_and_a_resolved_alert_shows_its_peak() -> 
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "wen")
         page.wait_for_function(
-            "document.body.getAttribute('data-alerts-socket') === 'live'", timeout=30_000
+            "document.body.getAttribute('data-alerts-socket') === 'live'",
+            timeout=30_000,
         )
         assert page.locator("#alerts-banner.hidden").count() == 1
         assert page.locator("#nav-alerts-count.hidden").count() == 1

@@ -89,7 +89,9 @@ def test_the_cluster_page_offers_what_the_state_allows_and_says_why_not() -> Non
 
         # The cluster stops (an operation elsewhere): the buttons follow, no reload.
         off_thread(lambda: cluster_set_state(cluster, ClusterState.STOPPED))
-        page.wait_for_selector(f"{button(page, 'start')}:not([disabled])", timeout=20_000)
+        page.wait_for_selector(
+            f"{button(page, 'start')}:not([disabled])", timeout=20_000
+        )
         assert page.is_disabled(button(page, "stop"))
         assert page.is_disabled(button(page, "restart"))
         assert "use Start" in (page.get_attribute(button(page, "stop"), "title") or "")

@@ -246,7 +246,9 @@ def check_grafana_conventions(page: Any) -> None:
         assert int(page.get_attribute(chart, "data-points") or 0) > 0
     legend = page.inner_text("#chart-temp .u-legend")
     assert "NPU 0" in legend and "chip" not in legend.lower()
-    assert "--" not in page.inner_text("#chart-queue .u-legend")  # latest values, not hover-only
+    assert "--" not in page.inner_text(
+        "#chart-queue .u-legend"
+    )  # latest values, not hover-only
     assert "°C" in legend
     assert page.get_attribute("#chart-temp", "data-threshold-label").endswith("°C")
     assert page.get_attribute("#chart-tps", "data-threshold-label").startswith("target")
@@ -255,7 +257,9 @@ def check_grafana_conventions(page: Any) -> None:
     assert box is not None
     page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] / 2)
     page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + box["height"] / 2, steps=5)
+    page.mouse.move(
+        box["x"] + box["width"] * 0.7, box["y"] + box["height"] / 2, steps=5
+    )
     page.mouse.up()
     page.wait_for_selector("#zoom-reset:not([hidden])", timeout=5_000)
     page.click("#zoom-reset")
@@ -272,7 +276,8 @@ def check_grafana_conventions(page: Any) -> None:
     )
     page.click("#abs-form button[type=submit]")
     page.wait_for_function(
-        "document.getElementById('dashboard-mode').textContent.length > 0", timeout=5_000
+        "document.getElementById('dashboard-mode').textContent.length > 0",
+        timeout=5_000,
     )
     page.wait_for_selector("#abs-live:not([hidden])")
     page.click("#abs-live")

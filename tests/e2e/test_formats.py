@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import zoneinfo
 from contextlib import ExitStack
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -51,7 +50,7 @@ def test_times_and_values_read_the_same_everywhere() -> None:
     cluster = Cluster.objects.get(name="qwen35-prod")
     rule = AlertRule.objects.filter(metric="engine.ttft_p99_ms").first()
     assert rule is not None
-    fired = datetime(2026, 12, 4, 14, 40, 5, 123456, tzinfo=dt_timezone.utc)
+    fired = datetime(2026, 12, 4, 14, 40, 5, 123456, tzinfo=UTC)
     alert = Alert.objects.create(
         rule=rule,
         cluster=cluster,
@@ -78,7 +77,9 @@ def test_times_and_values_read_the_same_everywhere() -> None:
         assert page.get_attribute("html", "data-tz") == "Europe/Berlin"
         row = f"#alert-{alert.pk}"
         # 15:40:05 in Berlin (14:40:05 UTC), not 22:40:05 Shanghai, no microseconds, 24-hour
-        assert page.text_content(f"{row} [data-field=fired_at]") == "2026-12-04 15:40:05"
+        assert (
+            page.text_content(f"{row} [data-field=fired_at]") == "2026-12-04 15:40:05"
+        )
         listed = (page.text_content(f"{row} [data-field=value]") or "").strip()
         assert listed == "14.95 s"
         # The live path formats the same alert the same way.
@@ -86,7 +87,11 @@ def test_times_and_values_read_the_same_everywhere() -> None:
             """a => { const f = window.consoleFormat;
                       return [f.value(a.value, JSON.parse(document.getElementById('metric-units').textContent)[a.metric]),
                               f.time(a.fired_at)]; }""",
-            {"value": 14950.0, "metric": "engine.ttft_p99_ms", "fired_at": fired.isoformat()},
+            {
+                "value": 14950.0,
+                "metric": "engine.ttft_p99_ms",
+                "fired_at": fired.isoformat(),
+            },
         )
         assert rebuilt == ["14.95 s", "2026-12-04 15:40:05"]
         page.click(f"{row} a")
@@ -112,4 +117,3 @@ def test_times_and_values_read_the_same_everywhere() -> None:
             local.strftime("%H:%M:%S"),
             local.strftime("%m-%d %H:%M"),
         ]
-

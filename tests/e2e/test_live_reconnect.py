@@ -126,7 +126,9 @@ def test_the_playground_keeps_an_interrupted_answer_and_retries_it() -> None:
             executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
         )
         stack.callback(browser.close)
-        page = browser.new_page(locale="en-US", viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(
+            locale="en-US", viewport={"width": 1400, "height": 1000}
+        )
         browser_login(page, server.base, "chatter")
         page.goto(f"{server.base}/playground/")
         page.wait_for_selector("#pg-conn.live", timeout=30_000)
@@ -151,8 +153,13 @@ def test_the_playground_keeps_an_interrupted_answer_and_retries_it() -> None:
         assert page.is_disabled("#pg-send")
         assert page.is_disabled("#pg-history .pg-retry")
         # Disabled looks disabled: faded, not the bright primary button.
-        assert float(page.eval_on_selector("#pg-send", "b => getComputedStyle(b).opacity")) < 0.6
-        stored = page.evaluate("JSON.parse(sessionStorage.getItem('console.playground')).turns")
+        assert (
+            float(page.eval_on_selector("#pg-send", "b => getComputedStyle(b).opacity"))
+            < 0.6
+        )
+        stored = page.evaluate(
+            "JSON.parse(sessionStorage.getItem('console.playground')).turns"
+        )
         assert stored[-1]["interrupted"] is True and stored[-1]["content"] == partial
 
         server.start()
@@ -164,6 +171,8 @@ def test_the_playground_keeps_an_interrupted_answer_and_retries_it() -> None:
             "#pg-history li.assistant:not(.streaming):not(.interrupted) .pg-tps",
             timeout=120_000,
         )
-        assert page.locator("#pg-history li").count() == 2  # the answer replaced, not added
+        assert (
+            page.locator("#pg-history li").count() == 2
+        )  # the answer replaced, not added
         assert page.locator("#pg-history li.interrupted").count() == 0
         assert len(page.text_content(answer) or "") > 0

@@ -43,14 +43,17 @@ def test_the_rule_editor_previews_what_the_rule_would_match() -> None:
         preview = page.locator("#rule-preview").bounding_box()
         assert form and preview and preview["x"] > form["x"] + form["width"] - 1
         border = page.eval_on_selector(
-            "#rule-form input[name=threshold]", "e => getComputedStyle(e).borderTopStyle"
+            "#rule-form input[name=threshold]",
+            "e => getComputedStyle(e).borderTopStyle",
         )
         assert border == "solid"
         # Rendered with the page: the one hot NPU would match.
         summary = page.text_content("#rule-preview-summary") or ""
         assert summary.startswith("1 of 8"), summary
         assert page.locator("#rule-preview-table tr.preview-match").count() == 1
-        assert "91 °C" in (page.text_content("#rule-preview-table tr.preview-match") or "")
+        assert "91 °C" in (
+            page.text_content("#rule-preview-table tr.preview-match") or ""
+        )
         # Lower the threshold: the preview follows without saving.
         page.fill("#rule-form input[name=threshold]", "30")
         page.wait_for_function(

@@ -57,7 +57,12 @@ def test_every_main_page_renders_in_both_languages() -> None:
         finished_at=now,
         data={
             "checks": [
-                {"name": "npu-smi health", "status": "pass", "evidence": "8/8 OK", "fix": ""}
+                {
+                    "name": "npu-smi health",
+                    "status": "pass",
+                    "evidence": "8/8 OK",
+                    "fix": "",
+                }
             ]
         },
     )

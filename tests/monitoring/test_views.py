@@ -227,7 +227,9 @@ def test_it_returns_an_absolute_window_with_power_and_per_chip_links(
     frm, to = t.timestamp() - 1, (t + timedelta(seconds=7)).timestamp()
     data = (
         login(viewer)
-        .get(f"/monitoring/clusters/{cluster.pk}/series?from={frm}&to={to}&node=ascend-02")
+        .get(
+            f"/monitoring/clusters/{cluster.pk}/series?from={frm}&to={to}&node=ascend-02"
+        )
         .json()
     )
     assert len(data["engine"]["t"]) == 2 and max(data["engine"]["t"]) <= to
@@ -240,6 +242,8 @@ def test_it_returns_an_absolute_window_with_power_and_per_chip_links(
 @pytest.mark.parametrize(
     "query", ["from=10&to=5", "from=abc&to=5", "from=10", f"from=1&to={10**10}"]
 )
-def test_it_rejects_a_bad_absolute_window(cluster: Any, viewer: Any, query: str) -> None:
+def test_it_rejects_a_bad_absolute_window(
+    cluster: Any, viewer: Any, query: str
+) -> None:
     response = login(viewer).get(f"/monitoring/clusters/{cluster.pk}/series?{query}")
     assert response.status_code == 400 and "from" in response.json()["error"]
