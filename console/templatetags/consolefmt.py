@@ -83,3 +83,29 @@ def when(value: datetime | str | None) -> str:
 def unit(value: float | int | None, unit_name: str) -> str:
     """``{{ t|unit:"°C" }}`` → ``86 °C``."""
     return format_value(value, unit_name)
+
+
+@register.filter
+def ops(value: object) -> str:
+    """Operational content (step names, …) in the reader's language: ``{{ step.name|ops }}``."""
+    from console.opsmessages import render
+
+    return render(value)
+
+
+@register.filter
+def engine_state(value: str | None) -> str:
+    """``running`` → ``运行中`` for a zh-Hans reader."""
+    from console.opsmessages import ENGINE_STATES, word
+
+    return word(ENGINE_STATES, value) or "—"
+
+
+@register.simple_tag
+def ops_catalog_json() -> str:
+    """The operational-content catalogue for format.js, as a JSON <script> element."""
+    from django.utils.html import json_script
+
+    from console.opsmessages import catalog_for_js
+
+    return json_script(catalog_for_js(), "ops-catalog")

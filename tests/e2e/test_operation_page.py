@@ -174,3 +174,53 @@ def test_progress_is_weighted_by_the_last_runs_and_passes_stay_folded() -> None:
         assert height < 1600, height
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "operation-weighted.png"), full_page=True)
+
+
+def test_step_names_read_in_the_readers_language_rendered_and_pushed() -> None:
+    from playwright.sync_api import sync_playwright
+
+    demo_seed()
+    cluster = Cluster.objects.get(name="qwen35-prod")
+    node = Node.objects.get(name="ascend-01")
+    op = Operation.objects.create(
+        cluster=cluster,
+        kind="start",
+        state="running",
+        started_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+    )
+    OperationStep.objects.create(
+        operation=op, seq=1, name="Clear leftover engines", state="succeeded"
+    )
+    make_user("lan", "viewer")
+    with ExitStack() as stack:
+        base = stack.enter_context(uvicorn_server())
+        pw = stack.enter_context(sync_playwright())
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+        )
+        stack.callback(browser.close)
+        page = browser.new_page(locale="zh-CN")
+        browser_login(page, base, "lan")
+        page.goto(f"{base}/operations/{op.pk}/")
+        page.wait_for_selector("#op-conn.live", timeout=30_000)
+        assert page.text_content("#step-1 .step-name") == "清理残留引擎"
+
+        def push() -> None:
+            try:
+                step = OperationStep.objects.create(
+                    operation=op,
+                    seq=2,
+                    name="Start rank 0 on ascend-01",
+                    node=node,
+                    state="running",
+                )
+                operation_publish(op, step)
+            finally:
+                connection.close()
+
+        worker = threading.Thread(target=push)
+        worker.start()
+        worker.join(timeout=30)
+        page.wait_for_selector("#step-2", timeout=20_000)
+        assert page.text_content("#step-2 .step-name") == "在 ascend-01 上启动 rank 0"

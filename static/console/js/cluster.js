@@ -30,7 +30,7 @@
         a.href = "/operations/" + msg.operation + "/";
         a.id = "active-op-link";
         a.textContent = interpolate(gettext("Operation #%(id)s (%(kind)s) is %(state)s: %(done)s/%(total)s steps"),
-          { id: msg.operation, kind: msg.kind, state: msg.state_label, done: msg.progress[0], total: msg.progress[1] }, true);
+          { id: msg.operation, kind: consoleFormat.kind(msg.kind), state: msg.state_label, done: msg.progress[0], total: msg.progress[1] }, true);
         box.appendChild(a);
       }
       var now = active ? msg.operation : null;

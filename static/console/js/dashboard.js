@@ -276,7 +276,7 @@
     if (badge) { badge.textContent = STATE_LABELS[info.state] || info.state; badge.className = "badge badge-" + (info.color || "grey"); }
     var seen = document.getElementById("mon-seen-" + name);
     if (seen) { seen.textContent = (stale ? gettext("last seen") + " " : "") + fmtTime(info.last_seen); }
-    if (info.engine_state !== undefined) { document.getElementById("mon-engine-" + name).textContent = info.engine_state || "—"; }
+    if (info.engine_state !== undefined) { document.getElementById("mon-engine-" + name).textContent = consoleFormat.engine(info.engine_state); }
     if (info.hccs_loss_pct !== undefined) {
       document.getElementById("mon-loss-" + name).textContent = consoleFormat.value(info.hccs_loss_pct, "%");
     }

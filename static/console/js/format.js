@@ -72,5 +72,33 @@
     return Math.floor(total / 3600) + " h " + (m < 10 ? "0" : "") + m + " min";
   }
 
-  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value, duration: duration };
+  // Operational content (step names, engine states, operation kinds) in the reader's language,
+  // from the page's #ops-catalog (console/opsmessages.py); unknown text stays as it is.
+  var ops = null;
+  function catalog() {
+    if (ops === null) {
+      var node = document.getElementById("ops-catalog");
+      var raw = node ? JSON.parse(node.textContent) : { messages: [], engine: {}, kinds: {} };
+      ops = { engine: raw.engine || {}, kinds: raw.kinds || {}, messages: (raw.messages || []).map(function (m) {
+        return [new RegExp(m[0].replace(/\(\?P</g, "(?<")), m[1]];
+      }) };
+    }
+    return ops;
+  }
+  function msg(text) {
+    if (typeof text !== "string") { return text == null ? "" : String(text); }
+    var list = catalog().messages;
+    for (var i = 0; i < list.length; i++) {
+      var m = list[i][0].exec(text);
+      if (m) {
+        var groups = m.groups || {};
+        return list[i][1].replace(/\{(\w+)\}/g, function (_, name) { return name in groups ? msg(groups[name]) : "{" + name + "}"; });
+      }
+    }
+    return text;
+  }
+  function engine(state) { return state ? (catalog().engine[state] || state) : "—"; }
+  function kind(value) { return catalog().kinds[value] || value; }
+
+  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value, duration: duration, msg: msg, engine: engine, kind: kind };
 })();

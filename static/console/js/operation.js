@@ -70,7 +70,7 @@
     var badge = row.querySelector(".step-state");
     badge.className = "badge step-state badge-" + step.color;
     text(badge, step.state_label);
-    text(row.querySelector(".step-name"), step.name);
+    text(row.querySelector(".step-name"), consoleFormat.msg(step.name));
     text(row.querySelector(".step-elapsed"), step.elapsed_s != null ? consoleFormat.duration(step.elapsed_s) : "");
     text(row.querySelector(".step-summary"), step.summary);
     var bar = row.querySelector(".step-progress");
