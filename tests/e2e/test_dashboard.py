@@ -161,6 +161,9 @@ def collecting(interval_s: float = 1.0) -> Iterator[None]:
 def test_it_shows_live_charts_and_a_32_chip_heatmap(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
+    from monitoring.alerts.services import alert_rules_seed
+
+    alert_rules_seed()  # the threshold lines come from the enabled rules (a flush before may have emptied them)
     cluster = make_cluster(name="e2e-sim", nodes=4)
     nodes = cluster.ranked_nodes()
     head = nodes[0]
