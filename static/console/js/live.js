@@ -22,6 +22,8 @@
   };
   var CLOSE_FORBIDDEN = 4403, CLOSE_NOT_FOUND = 4404;
   var MIN_DELAY = 1000, MAX_DELAY = 30000;
+  // Counters for soaks and debugging: messages received per type, sockets dropped.
+  var STATS = { messages: {}, drops: 0 };
 
   function Live(opts) {
     this.opts = opts;
@@ -72,6 +74,7 @@
     };
     socket.onmessage = function (ev) {
       var msg = JSON.parse(ev.data);
+      STATS.messages[msg.type] = (STATS.messages[msg.type] || 0) + 1;
       if (self.buffer) { self.buffer.push(msg); } else { self.opts.onMessage(msg); }
     };
     socket.onclose = function (ev) {
@@ -82,6 +85,7 @@
       if (ev.code === CLOSE_FORBIDDEN) { self.setState("forbidden"); return; }
       if (ev.code === CLOSE_NOT_FOUND) { self.setState("gone"); return; }
       self.setState("reconnecting");
+      STATS.drops += 1;
       if (self.opts.onDown) { self.opts.onDown(ev); }
       var delay = Math.min(MAX_DELAY, MIN_DELAY * Math.pow(2, self.attempt));
       self.attempt += 1;
@@ -139,6 +143,7 @@
 
   window.consoleLive = {
     LABELS: LABELS,
+    stats: STATS,
     open: function (opts) { return new Live(opts); },
     showState: showState,
     refreshParts: refreshParts
