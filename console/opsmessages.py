@@ -20,7 +20,8 @@ from django.utils.translation import (
     gettext_noop as _lazy,  # marked for the catalogue, translated in render()
 )
 
-from console.models import OperationKind
+from console.models import ClusterState, OperationKind, OperationState
+from console.models.operations import StepState
 
 # id → the English form (the msgid), with {named} parameters. Order matters: more
 # specific forms first.
@@ -117,4 +118,8 @@ def catalog_for_js() -> dict[str, Any]:
         "messages": [[r.pattern, _(english(mid))] for mid, r in _patterns()],
         "engine": {k: _(v) for k, v in ENGINE_STATES.items()},
         "kinds": {k: str(label) for k, label in OperationKind.choices},
+        # Pushed events carry state codes; their labels were made in the publisher's language.
+        "op_states": {k: str(label) for k, label in OperationState.choices},
+        "step_states": {k: str(label) for k, label in StepState.choices},
+        "cluster_states": {k: str(label) for k, label in ClusterState.choices},
     }

@@ -128,7 +128,9 @@ def test_live_pages_see_every_update_for_the_whole_soak(tmp_path: Path) -> None:
             executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
         )
         stack.callback(browser.close)
-        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+        context = browser.new_context(
+            locale="en-US", viewport={"width": 1440, "height": 1000}
+        )
         dash = context.new_page()
         browser_login(dash, base, "soak")
         dash.goto(f"{base}/monitoring/clusters/{cluster.pk}/")
@@ -188,10 +190,18 @@ def test_live_pages_see_every_update_for_the_whole_soak(tmp_path: Path) -> None:
         closer = threading.Thread(target=finish)
         closer.start()
         closer.join(timeout=30)
-        oppage.wait_for_function(
-            "document.getElementById('op-state').textContent.trim() === 'Succeeded'",
-            timeout=30_000,
-        )
+        try:
+            oppage.wait_for_function(
+                "document.getElementById('op-state').textContent.trim() === 'Succeeded'",
+                timeout=30_000,
+            )
+        except Exception:
+            print(
+                "op page:",
+                oppage.text_content("#op-state"),
+                oppage.text_content("#op-conn"),
+            )
+            raise
         dash.wait_for_timeout(3000)  # the last round's push
         figures = {
             name: json.loads(page.evaluate(STATS))

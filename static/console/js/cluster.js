@@ -17,7 +17,7 @@
   function onMessage(msg) {
     if (msg.type === "cluster.state") {
       var badge = document.getElementById("cluster-state-" + id);
-      badge.textContent = msg.label;
+      badge.textContent = consoleFormat.clusterState(msg.state, msg.label);
       badge.className = "badge badge-" + msg.color;
       refreshSoon();
     } else if (msg.type === "operation.progress") {
@@ -30,7 +30,7 @@
         a.href = "/operations/" + msg.operation + "/";
         a.id = "active-op-link";
         a.textContent = interpolate(gettext("Operation #%(id)s (%(kind)s) is %(state)s: %(done)s/%(total)s steps"),
-          { id: msg.operation, kind: consoleFormat.kind(msg.kind), state: msg.state_label, done: msg.progress[0], total: msg.progress[1] }, true);
+          { id: msg.operation, kind: consoleFormat.kind(msg.kind), state: consoleFormat.opState(msg.state, msg.state_label), done: msg.progress[0], total: msg.progress[1] }, true);
         box.appendChild(a);
       }
       var now = active ? msg.operation : null;

@@ -351,7 +351,7 @@
     if (msg.type === "cluster.state") {
       cfg.clusterState = msg.state;
       var b = document.getElementById("cluster-state-" + cfg.cluster);
-      if (b) { b.textContent = msg.label || msg.state; b.className = "badge badge-" + (msg.color || "grey"); }
+      if (b) { b.textContent = consoleFormat.clusterState(msg.state, msg.label); b.className = "badge badge-" + (msg.color || "grey"); }
       return;
     }
     if (msg.type !== "telemetry.update") { return; }

@@ -79,7 +79,7 @@
     if (ops === null) {
       var node = document.getElementById("ops-catalog");
       var raw = node ? JSON.parse(node.textContent) : { messages: [], engine: {}, kinds: {} };
-      ops = { engine: raw.engine || {}, kinds: raw.kinds || {}, messages: (raw.messages || []).map(function (m) {
+      ops = { engine: raw.engine || {}, kinds: raw.kinds || {}, opStates: raw.op_states || {}, stepStates: raw.step_states || {}, clusterStates: raw.cluster_states || {}, messages: (raw.messages || []).map(function (m) {
         return [new RegExp(m[0].replace(/\(\?P</g, "(?<")), m[1]];
       }) };
     }
@@ -99,6 +99,10 @@
   }
   function engine(state) { return state ? (catalog().engine[state] || state) : "—"; }
   function kind(value) { return catalog().kinds[value] || value; }
+  // A state code in the reader's language; `fallback` (the publisher's label) when unknown.
+  function opState(code, fallback) { return catalog().opStates[code] || fallback || code; }
+  function stepState(code, fallback) { return catalog().stepStates[code] || fallback || code; }
+  function clusterState(code, fallback) { return catalog().clusterStates[code] || fallback || code; }
 
-  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value, duration: duration, msg: msg, engine: engine, kind: kind };
+  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value, duration: duration, msg: msg, engine: engine, kind: kind, opState: opState, stepState: stepState, clusterState: clusterState };
 })();

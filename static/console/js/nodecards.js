@@ -33,7 +33,7 @@
       }
       if (msg.type === "node.state") {
         var nb = document.getElementById("node-state-" + msg.node);
-        if (nb) { nb.textContent = msg.label || STATE_LABELS[msg.state] || msg.state; nb.className = "badge badge-" + (msg.color || "grey"); }
+        if (nb) { nb.textContent = STATE_LABELS[msg.state] || msg.label || msg.state; nb.className = "badge badge-" + (msg.color || "grey"); }
         return true;
       }
       return false;

@@ -69,7 +69,7 @@
     row.className = "step step-" + step.state;
     var badge = row.querySelector(".step-state");
     badge.className = "badge step-state badge-" + step.color;
-    text(badge, step.state_label);
+    text(badge, consoleFormat.stepState(step.state, step.state_label));
     text(row.querySelector(".step-name"), consoleFormat.msg(step.name));
     text(row.querySelector(".step-elapsed"), step.elapsed_s != null ? consoleFormat.duration(step.elapsed_s) : "");
     text(row.querySelector(".step-summary"), step.summary);
@@ -148,7 +148,7 @@
     if (msg.type !== "operation.progress") { return; }
     var badge = document.getElementById("op-state");
     badge.className = "badge badge-" + msg.color;
-    text(badge, msg.state_label);
+    text(badge, consoleFormat.opState(msg.state, msg.state_label));
     if (msg.step) {
       renderStep(msg.step);
       steps[msg.step.seq] = { name: msg.step.name, state: msg.step.state, started_at: msg.step.started_at };

@@ -10,7 +10,7 @@
       onMessage: function (msg) {
         if (msg.type === "cluster.state") {
           var badge = document.getElementById("cluster-state-" + id);
-          if (badge) { badge.textContent = msg.label || msg.state; badge.className = "badge badge-" + (msg.color || "grey"); }
+          if (badge) { badge.textContent = consoleFormat.clusterState(msg.state, msg.label); badge.className = "badge badge-" + (msg.color || "grey"); }
           return;
         }
         window.consoleNodeCards.apply(msg);
