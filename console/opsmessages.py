@@ -43,6 +43,9 @@ MESSAGES: dict[str, str] = {
     "step.smoke": _lazy("Smoke test: one completion"),
     "step.warmup": _lazy("Warm-up requests"),
     "step.rollback": _lazy("Roll back: stop the ranks this operation started"),
+    "step.rollback_replace": _lazy(
+        "Roll back: {old} back at rank {rank}, {spare} back to spare"
+    ),
     "step.choose_spare": _lazy("Choose an idle spare of the same hardware"),
     "step.swap": _lazy("Swap {old} for {spare} in the inventory"),
     "step.verify_switch": _lazy(
