@@ -40,6 +40,10 @@ e2e-deps:  ## Debian's chromium for the browser tests (installed when running as
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)) ; \
 	  else echo "make test: browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
+	@# A CJK font, so zh-Hans screenshots (tests/artifacts/screenshots/) show characters, not boxes.
+	@fc-list :lang=zh 2>/dev/null | grep -q . || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get install -y -q fonts-wqy-microhei >/dev/null 2>&1 || true; \
+	  else echo "make test: zh-Hans screenshots need a CJK font: sudo apt-get install fonts-wqy-microhei"; fi; }
 
 # tool → Debian 12 package: nginx → nginx, promtool → prometheus,
 # amtool + prometheus-alertmanager → prometheus-alertmanager, systemd-analyze → systemd.

@@ -259,7 +259,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # channel the read then races the blocking pop, raises TimeoutError in Channels'
 # await_many_dispatch, and the WebSocket drops without a close frame. The layer's read
 # timeout must outlast the blocking pop; keepalive still notices a dead Redis.
-CHANNEL_LAYER_SOCKET_TIMEOUT_S = env_int("CHANNEL_LAYER_SOCKET_TIMEOUT_S", 30, minimum=10)
+CHANNEL_LAYER_SOCKET_TIMEOUT_S = env_int(
+    "CHANNEL_LAYER_SOCKET_TIMEOUT_S", 30, minimum=10
+)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -302,6 +304,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    "console.timezones.UserTimezoneMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -458,6 +461,8 @@ SPECTACULAR_SETTINGS = {
         "IncidentStateEnum": "monitoring.models.alerts.IncidentState",
         "RemediationActionEnum": "monitoring.models.alerts.RemediationAction",
         "ServerModelEnum": "console.models.inventory.SERVER_MODEL_CHOICES",
+        "GatePolicyEnum": "console.models.acceptance.GatePolicy",
+        "RemediationPolicyEnum": "monitoring.models.alerts.RemediationPolicy",
     },
 }
 

@@ -64,3 +64,6 @@ urlpatterns = [
     path("playground/", include("console.playground.urls")),
     path("", include("monitoring.urls")),
 ]
+
+# A styled, translated 403 with the navigation and who can grant access.
+handler403 = "console.views.errors.permission_denied"

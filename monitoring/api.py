@@ -54,6 +54,7 @@ class AlertSerializer(serializers.Serializer[Alert]):
     state = serializers.ChoiceField(choices=AlertState.choices)
     severity = serializers.ChoiceField(choices=Severity.choices)
     value = serializers.FloatField(allow_null=True)
+    peak_value = serializers.FloatField(allow_null=True)  # worst value while open
     message = serializers.CharField()
     silenced = serializers.BooleanField()
     fault_onset_at = serializers.DateTimeField()

@@ -390,7 +390,16 @@ def _chip_rows(
             else None
         )
         chips_live.append(
-            [c["npu"], c["chip"], c["temp_c"], hbm_pct, c["aicore_pct"], c["health"]]
+            [
+                c["npu"],
+                c["chip"],
+                c["temp_c"],
+                hbm_pct,
+                c["aicore_pct"],
+                c["health"],
+                c["power_w"],  # [6] power panel
+                loss,  # [7] HCCS loss of this chip's worst link (per-chip panel)
+            ]
         )
     if worst is None and idle_chips and node.link_mode == LinkMode.ROCE:
         # The node's intra-server traffic moved to RoCE and HCCS carried nothing, so it
@@ -456,6 +465,7 @@ def _ingest_node(
             "engine_state": engine_state,
             "hccs_loss_pct": worst,
             "hccs_loss_state": loss_state,
+            "roce_down": sum(1 for p in parsed.roce if p.get("link") == "DOWN"),
             "chips": chips_live,
             "errors": len(parsed.errors),
         }

@@ -29,8 +29,14 @@ HBM_PCT = ExpressionWrapper(
     ),
     output_field=FloatField(),
 )
-CHIP_SERIES = {"temp_c": F("temp_c"), "hbm_pct": HBM_PCT, "aicore_pct": F("aicore_pct")}
-NODE_SERIES = ("hccs_loss_pct",)
+CHIP_SERIES = {
+    "temp_c": F("temp_c"),
+    "hbm_pct": HBM_PCT,
+    "aicore_pct": F("aicore_pct"),
+    "power_w": F("power_w"),
+    "hccs_loss_pct": F("hccs_loss_pct"),
+}
+NODE_SERIES = ("hccs_loss_pct", "roce_down")
 ENGINE_SERIES = (
     "running",
     "waiting",

@@ -190,28 +190,47 @@ def engine_series(
     return {"t": ts, **{f: cols.get(f, [None] * len(ts)) for f in ENGINE_CHART_FIELDS}}
 
 
+# Rollup series the node charts read → their column prefix.
+ROLLUP_NAMES = {
+    "chip.temp_c": "temp",
+    "chip.hbm_pct": "hbm",
+    "chip.power_w": "power",
+    "chip.hccs_loss_pct": "chiploss",
+    "node.hccs_loss_pct": "loss",
+    "node.roce_down": "roce_down",
+}
+
+
 def node_series(node: Node, start: datetime, *, use_rollups: bool) -> dict[str, Any]:
-    """Per-chip temperature and HBM % and the node's worst HCCS loss, from ``start`` on."""
+    """Per chip: temperature, HBM %, power and HCCS loss (its worst link); per node: the
+    worst HCCS loss and the RoCE ports down; from ``start`` on."""
     rows: list[tuple[datetime, str, float | None]] = []
     raw_from = start
     if use_rollups:
         for minute, series, key, avg in Rollup.objects.filter(
             node=node,
             minute__gte=start,
-            series__in=("chip.temp_c", "chip.hbm_pct", "node.hccs_loss_pct"),
+            series__in=tuple(ROLLUP_NAMES),
         ).values_list("minute", "series", "key", "avg"):
-            name = {
-                "chip.temp_c": "temp",
-                "chip.hbm_pct": "hbm",
-                "node.hccs_loss_pct": "loss",
-            }[series]
+            name = ROLLUP_NAMES[series]
             rows.append((minute, f"{name}:{key}" if key else name, avg))
         if rows:
             raw_from = max(r[0] for r in rows) + timedelta(minutes=1)
-    for ts, npu, chip, temp, used, total in ChipSample.objects.filter(
+    for ts, npu, chip, temp, used, total, power, chip_loss in ChipSample.objects.filter(
         node=node, ts__gte=raw_from
-    ).values_list("ts", "npu", "chip", "temp_c", "hbm_used_mb", "hbm_total_mb"):
+    ).values_list(
+        "ts",
+        "npu",
+        "chip",
+        "temp_c",
+        "hbm_used_mb",
+        "hbm_total_mb",
+        "power_w",
+        "hccs_loss_pct",
+    ):
         rows.append((ts, f"temp:{npu}.{chip}", temp))
+        rows.append((ts, f"power:{npu}.{chip}", power))
+        rows.append((ts, f"chiploss:{npu}.{chip}", chip_loss))
         rows.append(
             (
                 ts,
@@ -219,10 +238,11 @@ def node_series(node: Node, start: datetime, *, use_rollups: bool) -> dict[str, 
                 100.0 * used / total if used is not None and total else None,
             )
         )
-    for ts, loss in NodeSample.objects.filter(node=node, ts__gte=raw_from).values_list(
-        "ts", "hccs_loss_pct"
-    ):
+    for ts, loss, roce_down in NodeSample.objects.filter(
+        node=node, ts__gte=raw_from
+    ).values_list("ts", "hccs_loss_pct", "roce_down"):
         rows.append((ts, "loss", loss))
+        rows.append((ts, "roce_down", float(roce_down)))
     t, cols = _align(rows)
     t, cols = _downsample(t, cols, MAX_POINTS)
     chips = sorted(
@@ -235,6 +255,9 @@ def node_series(node: Node, start: datetime, *, use_rollups: bool) -> dict[str, 
         "temp": [cols[f"temp:{c}"] for c in chips],
         "hbm": [cols.get(f"hbm:{c}", [None] * len(t)) for c in chips],
         "loss": cols.get("loss", [None] * len(t)),
+        "power": [cols.get(f"power:{c}", [None] * len(t)) for c in chips],
+        "chip_loss": [cols.get(f"chiploss:{c}", [None] * len(t)) for c in chips],
+        "roce_down": cols.get("roce_down", [None] * len(t)),
     }
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from monitoring.views import dashboards, metrics
+from monitoring.views import dashboards, metrics, nodes
 
 urlpatterns = [
     path("monitoring/", dashboards.index, name="monitoring-index"),
@@ -16,6 +16,7 @@ urlpatterns = [
         dashboards.cluster_series,
         name="cluster-series",
     ),
+    path("nodes/<slug:name>/", nodes.node_detail, name="node-detail"),
     path("metrics", metrics.metrics, name="metrics"),
     path("", include("monitoring.alerts.urls")),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
@@ -40,7 +41,17 @@ class GateRunSerializer(serializers.ModelSerializer[GateRun]):
         ]
 
 
-@extend_schema(responses={200: GateRunSerializer(many=True), 201: GateRunSerializer})
+@extend_schema(
+    methods=["GET"],
+    responses=GateRunSerializer(many=True),
+    operation_id="clusters_gate_list",
+)
+@extend_schema(
+    methods=["POST"],
+    request=None,
+    responses={201: GateRunSerializer},
+    operation_id="clusters_gate_run",
+)
 @api_view(["GET", "POST"])
 @permission_classes([IsViewer])
 def cluster_gate(request: Request, name: str) -> Response:
@@ -79,6 +90,15 @@ def cluster_gate(request: Request, name: str) -> Response:
     return Response(GateRunSerializer(result.run).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(
+    methods=["GET"], responses=OpenApiTypes.OBJECT, operation_id="benchmarks_list"
+)
+@extend_schema(
+    methods=["POST"],
+    request=OpenApiTypes.OBJECT,  # a `vllm bench serve --save-result` JSON
+    responses={201: OpenApiTypes.OBJECT},
+    operation_id="benchmarks_import",
+)
 @api_view(["GET", "POST"])
 @permission_classes([IsViewer])
 def benchmark_list(request: Request) -> Response:
@@ -92,6 +112,7 @@ def benchmark_list(request: Request) -> Response:
     return Response([run_to_dict(r) for r in runs[:200]])
 
 
+@extend_schema(responses=OpenApiTypes.OBJECT, operation_id="benchmarks_detail")
 @api_view(["GET"])
 @permission_classes([IsViewer])
 def benchmark_detail(request: Request, pk: int) -> Response:

@@ -180,6 +180,15 @@ class PlaygroundConsumer(AuthorizedConsumer):
         """An alert of the watched cluster changed: a critical one may degrade it."""
         await self._push_state()
 
+    # The watched cluster's group also carries these; the playground has no use for them,
+    # but a message without a handler makes Channels raise and drop the socket (each
+    # collection round, mid-answer). Issue 21 point 1; tests/e2e/soak_live_pages.py.
+    async def telemetry_update(self, event: dict[str, Any]) -> None:
+        return None
+
+    async def operation_progress(self, event: dict[str, Any]) -> None:
+        return None
+
     async def _push_state(self) -> None:
         if self.cluster_id is None:
             return

@@ -97,6 +97,17 @@ def operation_start(
     if force and kind not in (OperationKind.START, OperationKind.RESTART):
         raise OperationRefused("force", _("force applies to start and restart only."))
     operation_reap_interrupted()
+    if kind == OperationKind.PREFLIGHT:
+        cluster.refresh_from_db(fields=["state"])
+        if cluster.state in (ClusterState.RUNNING, ClusterState.DEGRADED):
+            # Its own engines hold the NPUs' HBM and bind the ports: every check would
+            # flag them as faults, with advice to kill production (issue 21, point 4).
+            raise OperationRefused(
+                "kind",
+                _(
+                    "{cluster} is {state}: preflight would report its own engines' NPUs and ports as faults. Stop it first; a restart runs preflight after the drain."
+                ).format(cluster=cluster.name, state=cluster.get_state_display()),
+            )
     if kind == OperationKind.START:
         cluster.refresh_from_db(fields=["state"])
         if cluster.state in (ClusterState.RUNNING, ClusterState.DEGRADED):

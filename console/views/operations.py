@@ -35,6 +35,9 @@ from console.services.operations import (
     operation_reap_interrupted,
     operation_start,
 )
+from console.views.controls import operation_controls
+from console.views.launchplan import launch_plan
+from console.views.progress import check_groups, expected_durations, weighted_progress
 
 # Kinds an operator starts by hand from the cluster page.
 MANUAL_KINDS = (
@@ -59,6 +62,8 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
             "active": active,
             "recent": cluster.operations.all()[:10],
             "kinds": MANUAL_KINDS,
+            "controls": operation_controls(cluster, active),
+            "plan": launch_plan(cluster, admin=has_role(request.user, "admin")),
             "on_roce": [
                 hccs_evidence(n)
                 for n in cluster.nodes.filter(link_mode=LinkMode.ROCE).order_by("rank")
@@ -135,6 +140,12 @@ def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     steps = list(op.steps.select_related("node"))
     done, total = op.progress()
     preflight = (op.result or {}).get("preflight")
+    for step in steps:
+        step.checks_split = check_groups(list((step.data or {}).get("checks") or []))  # type: ignore[attr-defined]
+    expected = expected_durations(op)
+    fraction, eta_s = weighted_progress(steps, expected)
+    if not op.is_active:
+        fraction, eta_s = (1.0 if op.state == "succeeded" else fraction), None
     return render(
         request,
         "console/operation.html",
@@ -143,7 +154,21 @@ def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "steps": steps,
             "done": done,
             "total": total,
-            "preflight": preflight,
+            "percent": round(fraction * 100),
+            "eta_s": eta_s,
+            "expected": expected,
+            "step_states": {
+                s.seq: {
+                    "name": s.name,
+                    "state": s.state,
+                    "started_at": s.started_at.isoformat() if s.started_at else None,
+                }
+                for s in steps
+            },
+            # The node tables repeat what each step already shows; keep them only when no step does.
+            "preflight": None
+            if any((s.data or {}).get("checks") for s in steps)
+            else preflight,
             "can_cancel": op.is_active and has_role(request.user, "operator"),
         },
     )

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from console.models import Operation
+from console.opsmessages import DECISIONS, word
 from monitoring.models.alerts import AlertEventKind, Incident
 
 # Buckets of the distribution chart, seconds (upper bounds; the last is open).
@@ -92,7 +93,7 @@ def incident_timeline(incident: Incident) -> list[dict[str, Any]]:
                 "kind": f"decision:{(event.data or {}).get('decision', '')}",
                 "label": str(
                     _("Decision: {decision}").format(
-                        decision=(event.data or {}).get("decision", "")
+                        decision=word(DECISIONS, (event.data or {}).get("decision", ""))
                     )
                 ),
                 "at": event.at,

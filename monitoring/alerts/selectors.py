@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from console.models import Cluster, ClusterState, Node, NodeState
 from monitoring.alerts.rules import Observation
@@ -244,3 +244,12 @@ def firing_critical_count() -> int:
     return Alert.objects.filter(
         state=AlertState.FIRING, severity=Severity.CRITICAL, silenced=False
     ).count()
+
+
+def firing_counts() -> dict[str, int]:
+    """Firing (not acknowledged, not silenced) alerts by severity, in one query:
+    ``{"critical": n, "warning": m}`` for the banner and the navigation's count."""
+    return Alert.objects.filter(state=AlertState.FIRING, silenced=False).aggregate(
+        critical=Count("pk", filter=Q(severity=Severity.CRITICAL)),
+        warning=Count("pk", filter=Q(severity=Severity.WARNING)),
+    )

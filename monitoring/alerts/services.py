@@ -22,7 +22,7 @@ from monitoring.alerts.rules import (
     evaluate,
     silence_matches,
 )
-from monitoring.alerts.selectors import firing_critical_count, observations_collect
+from monitoring.alerts.selectors import observations_collect
 from monitoring.models.alerts import (
     ACTIVE_STATES,
     SEVERITY_RANK,
@@ -74,6 +74,7 @@ def alert_to_dict(alert: Alert) -> dict[str, Any]:
         "state": alert.state,
         "severity": alert.severity,
         "value": alert.value,
+        "peak_value": alert.peak_value,
         "threshold": alert.rule.threshold,
         "message": alert.message,
         "labels": alert.labels,
@@ -87,6 +88,13 @@ def alert_to_dict(alert: Alert) -> dict[str, Any]:
         else None,
         "resolved_at": ts(alert.resolved_at),
     }
+
+
+def _worse(comparison: str, peak: float | None, value: float) -> float:
+    """The worse of an alert's peak so far and a new reading, in the rule's direction."""
+    if peak is None:
+        return value
+    return min(peak, value) if comparison in ("lt", "le") else max(peak, value)
 
 
 def _message(rule: AlertRule, target: str, value: float) -> str:
@@ -164,6 +172,7 @@ def alerts_evaluate(*, now: datetime | None = None) -> EvalSummary:
                         target=ob.target,
                         severity=rule.severity,
                         value=ob.value,
+                        peak_value=ob.value,
                         labels={
                             **rule.labels,
                             **ob.labels,
@@ -184,6 +193,9 @@ def alerts_evaluate(*, now: datetime | None = None) -> EvalSummary:
                     continue
                 assert current is not None  # every other action has an open alert
                 current.value = ob.value
+                current.peak_value = _worse(
+                    rule.comparison, current.peak_value, ob.value
+                )
                 current.last_eval_at = now
                 if action is Action.FIRE:
                     current.state = AlertState.FIRING
@@ -260,6 +272,7 @@ def alerts_evaluate(*, now: datetime | None = None) -> EvalSummary:
             [
                 "state",
                 "value",
+                "peak_value",
                 "last_eval_at",
                 "fired_at",
                 "resolved_at",
@@ -319,10 +332,17 @@ def alerts_publish(alerts: list[Alert]) -> None:
     """Push ``alert.update`` to the alerts group and each alert's cluster group, with the banner count."""
     if not alerts:
         return
-    count = firing_critical_count()
+    from monitoring.alerts.selectors import firing_counts
+
+    counts = firing_counts()
+    count, warnings = counts["critical"], counts["warning"]
     events: list[tuple[str, str, dict[str, Any]]] = []
     for alert in alerts:
-        payload = {"alert": alert_to_dict(alert), "firing_critical": count}
+        payload = {
+            "alert": alert_to_dict(alert),
+            "firing_critical": count,
+            "firing_warning": warnings,
+        }
         events.append((ALERTS_GROUP, "alert.update", payload))
         if alert.cluster_id:
             events.append((f"cluster-{alert.cluster_id}", "alert.update", payload))

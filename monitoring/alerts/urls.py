@@ -18,5 +18,6 @@ urlpatterns = [
     ),
     path("alerts/rules/", views.rules_page, name="alert-rules"),
     path("alerts/rules/new", views.rule_edit, name="alert-rule-new"),
+    path("alerts/rules/preview", views.rule_preview, name="alert-rule-preview"),
     path("alerts/rules/<int:pk>/edit", views.rule_edit, name="alert-rule-edit"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.staticfiles import finders
@@ -21,7 +22,8 @@ from monitoring.alerts.incidents import (
     incident_stats,
     incident_timeline,
 )
-from monitoring.alerts.selectors import alert_list
+from monitoring.alerts.rules import COMPARE
+from monitoring.alerts.selectors import alert_list, observations_collect
 from monitoring.alerts.services import alert_acknowledge, rule_save, silence_create
 from monitoring.models.alerts import (
     ACTIVE_STATES,
@@ -116,6 +118,78 @@ def rules_page(request: HttpRequest) -> HttpResponse:
     )
 
 
+PREVIEW_ROWS = 50
+
+
+def rule_preview_rows(
+    *, metric: str, comparison: str, threshold: float, cluster_id: int | None
+) -> dict[str, Any]:
+    """What a rule with these settings would see now: every current target of the metric
+    with its value and whether it is over the threshold (before the tolerance period)."""
+    compare = COMPARE.get(comparison)
+    obs = observations_collect(now=timezone.now()).get(metric, [])
+    if cluster_id is not None:
+        obs = [o for o in obs if o.cluster_id == cluster_id]
+    rows = [
+        {
+            "target": o.target,
+            "value": o.value,
+            "matches": bool(compare and compare(o.value, threshold)),
+        }
+        for o in sorted(obs, key=lambda o: o.target)
+    ]
+    rows.sort(key=lambda r: not r["matches"])  # what would fire first
+    return {
+        "rows": rows[:PREVIEW_ROWS],
+        "matching": sum(r["matches"] for r in rows),
+        "total": len(rows),
+        "metric": metric,
+    }
+
+
+@require_GET
+@role_required("admin")
+def rule_preview(request: HttpRequest) -> HttpResponse:
+    """The rule editor's live preview (an HTML fragment): ?metric=&comparison=&threshold=&cluster=."""
+    metric = request.GET.get("metric", "")
+    comparison = request.GET.get("comparison", "")
+    errors = {}
+    if metric not in METRICS:
+        errors["metric"] = _("Choose a metric from the list.")
+    if comparison not in COMPARE:
+        errors["comparison"] = _("Choose a comparison from the list.")
+    try:
+        threshold = float(request.GET.get("threshold", ""))
+    except ValueError:
+        errors["threshold"] = _("Enter a number, e.g. 85.")
+        threshold = 0.0
+    cluster_id: int | None = None
+    if request.GET.get("cluster"):
+        try:
+            cluster_id = int(request.GET["cluster"])
+        except ValueError:
+            errors["cluster"] = _("Choose a cluster from the list.")
+    if errors:
+        return render(
+            request,
+            "monitoring/partials/_rule_preview.html",
+            {"errors": errors},
+            status=400,
+        )
+    return render(
+        request,
+        "monitoring/partials/_rule_preview.html",
+        {
+            "preview": rule_preview_rows(
+                metric=metric,
+                comparison=comparison,
+                threshold=threshold,
+                cluster_id=cluster_id,
+            )
+        },
+    )
+
+
 @require_http_methods(["GET", "POST"])
 @role_required("admin")
 def rule_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
@@ -133,10 +207,18 @@ def rule_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         )
         messages.success(request, _("Rule “{name}” saved.").format(name=saved.name))
         return redirect("alert-rules")
+    preview = None
+    if rule is not None and not form.errors:
+        preview = rule_preview_rows(
+            metric=rule.metric,
+            comparison=rule.comparison,
+            threshold=rule.threshold,
+            cluster_id=rule.cluster_id,
+        )
     return render(
         request,
         "monitoring/alert_rule_form.html",
-        {"form": form, "rule": rule},
+        {"form": form, "rule": rule, "preview": preview},
         status=400 if form.errors else 200,
     )
 

@@ -186,6 +186,9 @@ class Alert(models.Model):
     )
     severity = models.CharField(_("severity"), max_length=10, choices=Severity.choices)
     value = models.FloatField(_("value"), null=True)
+    # The worst value seen while the alert was open (max for >/≥ rules, min for </≤), so a
+    # resolved alert shows how bad it got rather than the last, recovered reading.
+    peak_value = models.FloatField(_("peak value"), null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     message = models.CharField(_("message"), max_length=300, blank=True)
     silenced = models.BooleanField(_("silenced"), default=False)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import time
+from typing import Any
 
 from django.conf import settings
 from django.contrib.staticfiles import finders
@@ -116,12 +118,66 @@ def cluster_dashboard(request: HttpRequest, cluster_id: int) -> HttpResponse:
     )
 
 
+def _trim(window: dict[str, Any], until: float) -> dict[str, Any]:
+    """Drop the points after ``until`` (epoch s) from every series of a chart window."""
+    for key in ("engine", "node_series"):
+        part = window.get(key)
+        if not part:
+            continue
+        n = len(part["t"])
+        keep = [i for i, t in enumerate(part["t"]) if t <= until]
+        for name, col in list(part.items()):
+            if not isinstance(col, list) or name == "chips":
+                continue
+            if col and isinstance(col[0], list):  # one column per chip
+                part[name] = [[c[i] for i in keep] for c in col]
+            elif len(col) == n:
+                part[name] = [col[i] for i in keep]
+    return window
+
+
+def _epoch(raw: str) -> float | None:
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
 @require_GET
 @role_required("viewer")
 def cluster_series(request: HttpRequest, cluster_id: int) -> JsonResponse:
-    """Stored history for the charts: ?range=15m|1h|6h|24h&node=<name>&since=<epoch seconds> (backfill)."""
+    """Stored history for the charts: ?range=15m|1h|6h|24h&node=<name>&since=<epoch seconds>
+    (backfill), or an absolute window ?from=<epoch>&to=<epoch> (within ROLLUP_RETENTION_D)."""
     cluster = get_object_or_404(Cluster, pk=cluster_id)
-    range_s = selectors.RANGES.get(request.GET.get("range", "15m"))
+    until: float | None = None
+    if "from" in request.GET or "to" in request.GET:
+        start, until = (
+            _epoch(request.GET.get("from", "")),
+            _epoch(request.GET.get("to", "")),
+        )
+        now = time.time()
+        if start is None or until is None or not start < until:
+            return JsonResponse(
+                {
+                    "error": {
+                        "from": "from and to are epoch seconds with from < to, e.g. from=1764700000&to=1764703600"
+                    }
+                },
+                status=400,
+            )
+        kept_s = settings.ROLLUP_RETENTION_D * 86400  # rollups are pruned after that
+        if now - start > kept_s:
+            return JsonResponse(
+                {
+                    "error": {
+                        "from": f"at most {settings.ROLLUP_RETENTION_D} days back (ROLLUP_RETENTION_D); older minutes are pruned"
+                    }
+                },
+                status=400,
+            )
+        range_s: int | None = int(now - start) + 1
+    else:
+        range_s = selectors.RANGES.get(request.GET.get("range", "15m"))
     if range_s is None:
         return JsonResponse(
             {"error": {"range": f"use one of {', '.join(selectors.RANGES)}"}},
@@ -144,6 +200,5 @@ def cluster_series(request: HttpRequest, cluster_id: int) -> JsonResponse:
                 {"error": {"since": "seconds since the epoch, e.g. 1764700000.5"}},
                 status=400,
             )
-    return JsonResponse(
-        selectors.chart_window(cluster, range_s=range_s, node=node, since=since)
-    )
+    window = selectors.chart_window(cluster, range_s=range_s, node=node, since=since)
+    return JsonResponse(_trim(window, until) if until is not None else window)

@@ -127,3 +127,31 @@ def test_it_refuses_rule_edits_below_admin(operator: Any, viewer: Any) -> None:
         == 403
     )
     assert login(viewer).get("/alerts/rules/new").status_code == 403
+
+
+def test_the_rule_preview_names_bad_fields_and_refuses_non_admins(
+    cluster: Any, admin: Any, operator: Any
+) -> None:
+    url = "/alerts/rules/preview"
+    assert (
+        login(operator)
+        .get(f"{url}?metric=chip.temp_c&comparison=gt&threshold=85")
+        .status_code
+        == 403
+    )
+    bad = login(admin).get(f"{url}?metric=chip.nope&comparison=gt&threshold=hot")
+    body = bad.content.decode()
+    assert (
+        bad.status_code == 400
+        and 'data-field="metric"' in body
+        and 'data-field="threshold"' in body
+    )
+    ingest(cluster.nodes.get(name="ascend-01"), timezone.now(), temp=91.0)
+    ok = login(admin).get(
+        f"{url}?metric=chip.temp_c&comparison=gt&threshold=85&cluster={cluster.pk}"
+    )
+    assert (
+        ok.status_code == 200
+        and "rule-preview-summary" in ok.content.decode()
+        and ok.content.decode().count("preview-match") == 1
+    )

@@ -63,6 +63,9 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "evidence-collect": ("POST", (R, 403, R, R)),
     "evidence-download": ("GET", (R, 403, 200, 200)),
     "alert-rule-new": ("GET", (R, 403, 403, 200)),
+    # the rule editor's preview fragment: admins only; no metric given -> 400 naming it
+    "alert-rule-preview": ("GET", (R, 403, 403, 400)),
+    "node-detail": ("GET", (R, 200, 200, 200)),
     "alert-rule-edit": ("GET", (R, 403, 403, 200)),
     # --- REST API (anonymous -> 401, token auth advertises WWW-Authenticate) ---
     "api-schema": ("GET", (200, 200, 200, 200)),
@@ -204,7 +207,8 @@ def _params(name: str, w: dict[str, Any]) -> dict[str, Any]:
         pk = cluster.profile.pk
     node_or_cluster = (
         cluster.nodes.order_by("name").first().name
-        if name in ("api-node-detail", "api-node-readmit", "node-readmit")
+        if name
+        in ("api-node-detail", "api-node-readmit", "node-readmit", "node-detail")
         else cluster.name
     )
     return {"name": node_or_cluster, "pk": pk, "cluster_id": cluster.pk}

@@ -51,38 +51,46 @@ def browser_login(page: Any, base: str, username: str) -> None:
     page.wait_for_url(f"{base}/")
 
 
-@contextmanager
-def uvicorn_server() -> Iterator[str]:
-    """The console's ASGI app in a real uvicorn process on the test database."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "PYTHONUNBUFFERED": "1",
-    }
-    argv = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "console.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=die_with_parent,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
+class UvicornServer:
+    """The console's ASGI app in a real uvicorn process on the test database.
+
+    ``stop()`` and ``start()`` again restart it on the same port: what a deploy or a
+    crashed web process does to every open WebSocket.
+    """
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "PYTHONUNBUFFERED": "1",
+        }
+        argv = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "console.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+        ]
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=die_with_parent,
+        )
+        self.proc = proc
 
         def up() -> bool:
             if proc.poll() is not None:
@@ -90,18 +98,41 @@ def uvicorn_server() -> Iterator[str]:
                     f"uvicorn exited:\n{proc.stdout.read() if proc.stdout else ''}"
                 )
             try:
-                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+                return httpx.get(f"{self.base}/healthz", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
 
         wait_for(up, timeout=60)
-        yield base
+
+    def stop(self) -> None:
+        """Kill the process (no graceful close of its sockets: the browser sees them drop)."""
+        if self.proc is None:
+            return
+        self.proc.kill()
+        self.proc.wait(timeout=15)
+        self.proc = None
+
+
+@contextmanager
+def uvicorn_server() -> Iterator[str]:
+    """A started ``UvicornServer``; yields its base URL and stops it at the end."""
+    with restartable_server() as server:
+        yield server.base
+
+
+@contextmanager
+def restartable_server() -> Iterator[UvicornServer]:
+    server = UvicornServer()
+    server.start()
+    try:
+        yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        if server.proc is not None:
+            server.proc.terminate()
+            try:
+                server.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.proc.kill()
 
 
 @contextmanager
@@ -130,6 +161,9 @@ def collecting(interval_s: float = 1.0) -> Iterator[None]:
 def test_it_shows_live_charts_and_a_32_chip_heatmap(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
+    from monitoring.alerts.services import alert_rules_seed
+
+    alert_rules_seed()  # the threshold lines come from the enabled rules (a flush before may have emptied them)
     cluster = make_cluster(name="e2e-sim", nodes=4)
     nodes = cluster.ranked_nodes()
     head = nodes[0]
@@ -196,7 +230,58 @@ def test_it_shows_live_charts_and_a_32_chip_heatmap(tmp_path: Path) -> None:
             "!document.querySelector('#chart-queue').classList.contains('is-empty')",
             timeout=30_000,
         )
+        check_grafana_conventions(page)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         agent_call(head.name, "engine.stop", grace_s=10)
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
+
+
+def check_grafana_conventions(page: Any) -> None:
+    """Power, per-NPU HCCS and RoCE panels fill; legends say "NPU n" and show values without
+    hovering; threshold lines are labelled; drag zooms and holds; an absolute range shows."""
+    page.wait_for_function(
+        "Number(document.querySelector('#chart-power').dataset.points || 0) > 0"
+        " && !document.querySelector('#chart-power').classList.contains('is-empty')",
+        timeout=30_000,
+    )
+    for chart in ("#chart-chiploss", "#chart-roce"):
+        assert int(page.get_attribute(chart, "data-points") or 0) > 0
+    legend = page.inner_text("#chart-temp .u-legend")
+    assert "NPU 0" in legend and "chip" not in legend.lower()
+    assert "--" not in page.inner_text(
+        "#chart-queue .u-legend"
+    )  # latest values, not hover-only
+    assert "°C" in legend
+    assert page.get_attribute("#chart-temp", "data-threshold-label").endswith("°C")
+    assert page.get_attribute("#chart-tps", "data-threshold-label").startswith("target")
+    # Drag across the queue chart: it zooms and keeps the span while points arrive.
+    box = page.locator("#chart-queue .u-over").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(
+        box["x"] + box["width"] * 0.7, box["y"] + box["height"] / 2, steps=5
+    )
+    page.mouse.up()
+    page.wait_for_selector("#zoom-reset:not([hidden])", timeout=5_000)
+    page.click("#zoom-reset")
+    assert page.is_hidden("#zoom-reset")
+    # An absolute range (the last ten minutes, typed as local times) pauses live updates.
+    page.evaluate(
+        """() => {
+          const pad = n => String(n).padStart(2, '0');
+          const f = d => `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+          const now = new Date();
+          document.getElementById('abs-from').value = f(new Date(now - 600000));
+          document.getElementById('abs-to').value = f(new Date(now.getTime() + 60000));
+        }"""
+    )
+    page.click("#abs-form button[type=submit]")
+    page.wait_for_function(
+        "document.getElementById('dashboard-mode').textContent.length > 0",
+        timeout=5_000,
+    )
+    page.wait_for_selector("#abs-live:not([hidden])")
+    page.click("#abs-live")
+    assert page.text_content("#dashboard-mode") == ""

@@ -218,3 +218,32 @@ def test_chart_lines_follow_the_alert_rules(cluster: Any, viewer: Any) -> None:
     assert edited["temp_c"] == 80.0
     assert edited["hbm_pct"] == 95.0  # own cluster's rule over the global 92
     assert edited["hccs_loss_pct"] is None  # disabled rule: no line
+
+
+def test_it_returns_an_absolute_window_with_power_and_per_chip_links(
+    cluster: Any, viewer: Any
+) -> None:
+    t = fill(cluster, rounds=4)
+    frm, to = t.timestamp() - 1, (t + timedelta(seconds=7)).timestamp()
+    data = (
+        login(viewer)
+        .get(
+            f"/monitoring/clusters/{cluster.pk}/series?from={frm}&to={to}&node=ascend-02"
+        )
+        .json()
+    )
+    assert len(data["engine"]["t"]) == 2 and max(data["engine"]["t"]) <= to
+    ns = data["node_series"]
+    assert len(ns["t"]) == 2 and len(ns["power"]) == 8 and len(ns["power"][0]) == 2
+    assert ns["power"][0][0] is not None
+    assert len(ns["chip_loss"]) == 8 and len(ns["roce_down"]) == 2
+
+
+@pytest.mark.parametrize(
+    "query", ["from=10&to=5", "from=abc&to=5", "from=10", f"from=1&to={10**10}"]
+)
+def test_it_rejects_a_bad_absolute_window(
+    cluster: Any, viewer: Any, query: str
+) -> None:
+    response = login(viewer).get(f"/monitoring/clusters/{cluster.pk}/series?{query}")
+    assert response.status_code == 400 and "from" in response.json()["error"]

@@ -1,25 +1,34 @@
 // Alerts: the critical-alerts banner on every page and the live rows of /alerts/, from /ws/alerts/ (push, no polling).
 (function () {
   "use strict";
-  var banner = document.getElementById("alerts-banner");
-  var active = document.getElementById("alerts-active");
-  var resolved = document.getElementById("alerts-resolved");
+  // Looked up on use: a re-list after a reconnect replaces these elements.
+  function $(id) { return document.getElementById(id); }
   var STATES = { pending: gettext("Pending"), firing: gettext("Firing"), acknowledged: gettext("Acknowledged"), resolved: gettext("Resolved") };
   var SEVERITIES = { info: gettext("Info"), warning: gettext("Warning"), critical: gettext("Critical") };
-  var CONN = { connecting: gettext("Connecting…"), live: gettext("Live"), reconnecting: gettext("Reconnecting…"), forbidden: gettext("No access") };
 
-  function fmtTime(iso) {
-    if (!iso) { return "—"; }
-    var d = new Date(iso);
-    function p(n) { return (n < 10 ? "0" : "") + n; }
-    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
-  }
+  var fmtTime = consoleFormat.time;
+  var unitsNode = document.getElementById("metric-units");
+  var UNITS = unitsNode ? JSON.parse(unitsNode.textContent) : {};
 
-  function setBanner(count) {
+  // The banner (critical and warning counts, red when any is critical) and the navigation's count.
+  function setBanner(count, warnings) {
+    var banner = $("alerts-banner");
     if (!banner || typeof count !== "number") { return; }
+    warnings = typeof warnings === "number" ? warnings : Number(banner.getAttribute("data-warning") || "0");
     banner.setAttribute("data-count", String(count));
-    document.getElementById("alerts-banner-count").textContent = String(count);
-    banner.classList.toggle("hidden", count === 0);
+    banner.setAttribute("data-warning", String(warnings));
+    $("alerts-banner-count").textContent = String(count);
+    $("alerts-banner-warning").textContent = String(warnings);
+    $("alerts-banner-critical-part").classList.toggle("hidden", count === 0);
+    $("alerts-banner-warning-part").classList.toggle("hidden", warnings === 0);
+    banner.classList.toggle("hidden", count === 0 && warnings === 0);
+    banner.classList.toggle("is-warning", count === 0);
+    var nav = $("nav-alerts-count");
+    if (nav) {
+      nav.textContent = String(count + warnings);
+      nav.classList.toggle("hidden", count + warnings === 0);
+      nav.classList.toggle("is-warning", count === 0);
+    }
   }
 
   function cell(text) { var td = document.createElement("td"); td.textContent = text; return td; }
@@ -54,14 +63,19 @@
     sev.textContent = SEVERITIES[a.severity] || a.severity;
     var st = tr.querySelector("[data-field=state]");
     st.textContent = STATES[a.state] || a.state; st.className = "badge state-" + a.state;
-    tr.querySelector("[data-field=value]").textContent = a.value === null ? "" : a.value.toFixed(2);
+    var resolvedRow = a.state === "resolved";
+    // A resolved alert shows how bad it got (its peak), not its last, recovered reading.
+    var shown = resolvedRow && a.peak_value !== null && a.peak_value !== undefined ? a.peak_value : a.value;
+    tr.querySelector("[data-field=value]").textContent = consoleFormat.value(shown, UNITS[a.metric]);
     tr.querySelector("[data-field=fired_at]").textContent = fmtTime(a.fired_at);
-    tr.querySelector("[data-field=acknowledged_by]").textContent = a.acknowledged_by || "";
+    var last = tr.querySelector("[data-field=acknowledged_by], [data-field=resolved_at]");
+    last.setAttribute("data-field", resolvedRow ? "resolved_at" : "acknowledged_by");
+    last.textContent = resolvedRow ? fmtTime(a.resolved_at) : (a.acknowledged_by || "");
     var actions = tr.querySelector(".actions");
     if (a.state !== "firing" || a.silenced) {
       var ackBtn = actions.querySelector("[data-action=ack]");
       if (ackBtn && a.state !== "firing") { ackBtn.closest("form").remove(); }
-    } else if (active.getAttribute("data-can-ack") === "1" && !actions.querySelector("[data-action=ack]")) {
+    } else if ($("alerts-active").getAttribute("data-can-ack") === "1" && !actions.querySelector("[data-action=ack]")) {
       var form = document.createElement("form");
       form.method = "post"; form.action = "/alerts/" + a.id + "/ack"; form.className = "inline";
       var token = document.createElement("input");
@@ -74,6 +88,7 @@
   }
 
   function updateRow(a) {
+    var active = $("alerts-active"), resolved = $("alerts-resolved");
     if (!active) { return; }
     var tr = document.getElementById("alert-" + a.id);
     if (!tr) { tr = buildRow(a); }
@@ -83,18 +98,26 @@
     document.getElementById("alerts-none").classList.toggle("hidden", active.querySelector("tbody tr") !== null);
   }
 
-  if (!banner || !window.consoleSocket) { return; }
-  window.consoleSocket("/ws/alerts/", function (msg) {
-    if (msg.type !== "alert.update") { return; }
-    setBanner(msg.firing_critical);
-    updateRow(msg.alert);
-    // Pages that follow an alert (an incident's page) listen for this instead of opening a socket of their own.
-    document.dispatchEvent(new CustomEvent("console:alert-update", { detail: msg.alert }));
-  }, function (state) {
-    document.body.setAttribute("data-alerts-socket", state);
-    var conn = document.getElementById("conn-state");
-    if (!conn || !active) { return; }
-    conn.textContent = CONN[state] || state;
-    conn.className = "conn-state" + (state === "live" ? " live" : "");
+  if (!$("alerts-banner") || !window.consoleLive) { return; }
+  var listPage = !!$("alerts-active");
+  window.consoleLive.open({
+    path: "/ws/alerts/",
+    onMessage: function (msg) {
+      if (msg.type !== "alert.update") { return; }
+      setBanner(msg.firing_critical, msg.firing_warning);
+      updateRow(msg.alert);
+      // Pages that follow an alert (an incident's page) listen for this instead of opening a socket of their own.
+      document.dispatchEvent(new CustomEvent("console:alert-update", { detail: msg.alert }));
+    },
+    onState: function (state) {
+      document.body.setAttribute("data-alerts-socket", state);
+      if (listPage) { window.consoleLive.showState($("conn-state"), state); }
+    },
+    // After a drop: re-read the banner (every page) and the alert tables (this page).
+    resync: function () {
+      return window.consoleLive.refreshParts("alerts").then(function () {
+        document.dispatchEvent(new CustomEvent("console:alert-update", { detail: { id: null } }));
+      });
+    }
   });
 })();

@@ -6,7 +6,6 @@
   var rangeS = cfg.ranges[cfg.range];
   var selectedNode = cfg.nodes[0] || null;
   var lastTs = null;
-  var wasDown = false;
   var heatMetric = "temp";
   var charts = {};
   var palette = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563",
@@ -15,40 +14,62 @@
   var STATE_LABELS = { unknown: gettext("Unknown"), ready: gettext("Ready"), running: gettext("Running"), stale: gettext("Stale"),
                        unreachable: gettext("Unreachable"), out_of_service: gettext("Out of service") };
   var engineSeen = false;
-  var labels = { connecting: gettext("Connecting…"), live: gettext("Live"), reconnecting: gettext("Reconnecting…"), forbidden: gettext("No access") };
 
   // --- charts -------------------------------------------------------------------------
   var ENGINE_CHARTS = {
-    queue: { series: [["running", gettext("running")], ["waiting", gettext("waiting")]], unit: gettext("requests"), threshold: th.max_running },
-    ttft: { series: [["ttft_p50", "p50"], ["ttft_p99", "p99"]], unit: "s", threshold: th.p99_latency_s },
-    itl: { series: [["itl_p50", "p50"], ["itl_p99", "p99"]], unit: "s", threshold: th.itl_p99_s },
-    tps: { series: [["gen_tps", gettext("generation")], ["prompt_tps", gettext("prompt")]], unit: gettext("tokens/s"), threshold: th.min_gen_tps },
-    kv: { series: [["kv_cache_pct", gettext("KV cache")]], unit: "%", threshold: th.kv_cache_pct }
+    queue: { series: [["running", gettext("running")], ["waiting", gettext("waiting")]], unit: gettext("requests"), fmt: "", threshold: th.max_running },
+    ttft: { series: [["ttft_p50", "p50"], ["ttft_p99", "p99"]], unit: "s", fmt: "s", threshold: th.p99_latency_s },
+    itl: { series: [["itl_p50", "p50"], ["itl_p99", "p99"]], unit: "s", fmt: "s", threshold: th.itl_p99_s },
+    tps: { series: [["gen_tps", gettext("generation")], ["prompt_tps", gettext("prompt")]], unit: gettext("tokens/s"), fmt: gettext("tokens/s"), threshold: th.min_gen_tps },
+    kv: { series: [["kv_cache_pct", gettext("KV cache")]], unit: "%", fmt: "%", threshold: th.kv_cache_pct }
   };
-  var NODE_CHARTS = { temp: { unit: "°C", threshold: th.temp_c }, hbm: { unit: "%", threshold: th.hbm_pct }, loss: { unit: "%", threshold: th.hccs_loss_pct } };
+  var NODE_CHARTS = { temp: { unit: "°C", fmt: "°C", threshold: th.temp_c }, hbm: { unit: "%", fmt: "%", threshold: th.hbm_pct },
+                      power: { unit: "W", fmt: "W", threshold: null }, chiploss: { unit: "%", fmt: "%", threshold: th.hccs_loss_pct },
+                      loss: { unit: "%", fmt: "%", threshold: th.hccs_loss_pct }, roce: { unit: gettext("ports"), fmt: "", threshold: null } };
+  // Per-chip series of the node charts: chart id → index in a telemetry chip row / key in node_series.
+  var CHIP_CHARTS = { temp: [2, "temp"], hbm: [3, "hbm"], power: [6, "power"], chiploss: [7, "chip_loss"] };
+  // Threshold line captions: what crossing the line means (throughput's is a minimum).
+  var LINE_LABELS = { queue: gettext("max running"), ttft: gettext("alert"), itl: gettext("alert"), tps: gettext("target ≥"),
+                      kv: gettext("alert"), temp: gettext("alert"), hbm: gettext("alert"), chiploss: gettext("alert"), loss: gettext("alert") };
+  var redrawMs = 0, redrawTimer = null, absWindow = null;
 
-  function thresholdPlugin(value) {
+  // "NPU 3" (the heatmap's name), "NPU 3.1" only on multi-chip cards.
+  function chipLabel(key) {
+    var p = String(key).split(".");
+    return interpolate(gettext("NPU %s"), [p[1] && p[1] !== "0" ? p[0] + "." + p[1] : p[0]]);
+  }
+
+  function thresholdPlugin(value, caption) {
     return { hooks: { draw: [function (u) {
       if (value === null || value === undefined) { return; }
       var y = u.valToPos(value, "y", true);
       if (y < u.bbox.top || y > u.bbox.top + u.bbox.height) { return; }
-      var ctx = u.ctx;
+      var ctx = u.ctx, dpr = window.devicePixelRatio || 1;
       ctx.save();
-      ctx.strokeStyle = "#dc2626"; ctx.setLineDash([6, 4]); ctx.lineWidth = 1.5 * (window.devicePixelRatio || 1);
+      ctx.strokeStyle = "#dc2626"; ctx.setLineDash([6, 4]); ctx.lineWidth = 1.5 * dpr;
       ctx.beginPath(); ctx.moveTo(u.bbox.left, y); ctx.lineTo(u.bbox.left + u.bbox.width, y); ctx.stroke();
+      if (caption) {  // the line says what it is, at its right end
+        ctx.setLineDash([]);
+        ctx.fillStyle = "#dc2626"; ctx.font = (11 * dpr) + "px system-ui, sans-serif"; ctx.textAlign = "right";
+        ctx.fillText(caption, u.bbox.left + u.bbox.width - 4 * dpr, y - 4 * dpr);
+      }
       ctx.restore();
     }] } };
   }
 
-  function makeChart(id, seriesLabels, unit, threshold) {
+  function makeChart(id, seriesLabels, unit, threshold, fmt) {
+    var caption = threshold === null || threshold === undefined || !LINE_LABELS[id] ? "" :
+      LINE_LABELS[id] + " " + consoleFormat.value(threshold, fmt === undefined ? unit : fmt);
     var fig = document.getElementById("chart-" + id);
     var holder = fig.querySelector(".plot");
     holder.innerHTML = "";
     var data = [[]];
-    var series = [{}];
+    // x: the one time format (24-hour, the user's zone, seconds at most), labelled in the page's language
+    var series = [{ label: gettext("Time"), value: function (u, v) { return v === null || v === undefined ? "" : consoleFormat.time(v); } }];
     seriesLabels.forEach(function (label, i) {
       data.push([]);
-      series.push({ label: label, stroke: palette[i % palette.length], width: 1.5, spanGaps: false });
+      series.push({ label: label, stroke: palette[i % palette.length], width: 1.5, spanGaps: false,
+                    value: function (u, v) { return consoleFormat.value(v, fmt === undefined ? unit : fmt); } });
     });
     var chart = { fig: fig, data: data, plot: null, unit: unit };
     if (window.uPlot) {
@@ -59,30 +80,61 @@
           var hi = Math.max(max === null ? 1 : max, threshold || 0) * 1.1;
           return [Math.min(0, min === null ? 0 : min), hi || 1];
         } } },
-        axes: [{}, { label: unit, size: 60 }],
-        plugins: [thresholdPlugin(threshold)],
-        legend: { show: true }
+        axes: [
+          { values: function (u, splits) {
+            var span = (u.scales.x.max || 0) - (u.scales.x.min || 0);
+            return splits.map(function (v) { return consoleFormat.axisTime(v, span); });
+          } },
+          { label: unit, size: 60 }
+        ],
+        plugins: [thresholdPlugin(threshold, caption)],
+        legend: { show: true },
+        cursor: { drag: { x: true, y: false } },  // drag across a chart to zoom into that span
+        hooks: { setSelect: [function (u) {
+          if (u.select.width > 4) { chart.zoomed = true; document.getElementById("zoom-reset").hidden = false; }
+        }] }
       };
       chart.plot = new window.uPlot(opts, data, holder);
+      chart.fig.setAttribute("data-threshold-label", caption);
     }
     charts[id] = chart;
     return chart;
   }
 
+  // New points are kept at once; drawing follows the refresh interval (every push by default).
   function refresh(chart) {
+    if (redrawMs === 0) { draw(chart); } else { chart.dirty = true; }
+  }
+
+  // The newest index where some series has a value (a round may carry no value for a chart).
+  function lastFilled(data) {
+    for (var i = data[0].length - 1; i > 0; i--) {
+      for (var k = 1; k < data.length; k++) { if (data[k][i] !== null && data[k][i] !== undefined) { return i; } }
+    }
+    return data[0].length - 1;
+  }
+
+  function draw(chart) {
+    chart.dirty = false;
     var xs = chart.data[0];
-    var cutoff = Date.now() / 1000 - rangeS;
+    var cutoff = absWindow ? absWindow.from : Date.now() / 1000 - rangeS;
     var drop = 0;
     while (drop < xs.length && xs[drop] < cutoff) { drop++; }
-    if (drop) { chart.data = chart.data.map(function (col) { return col.slice(drop); }); }
-    if (chart.plot) { chart.plot.setData(chart.data); }
+    if (drop) { chart.data = chart.data.map(function (col) { return col.slice(drop); }); xs = chart.data[0]; }
+    if (chart.plot) {
+      chart.plot.setData(chart.data, !chart.zoomed);  // a zoomed chart keeps its span
+      // Legends show the latest values, not "--", until the pointer picks another point.
+      if (chart.plot.cursor.idx == null && xs.length) { chart.plot.setLegend({ idx: lastFilled(chart.data) }); }
+    }
     chart.fig.setAttribute("data-points", String(chart.data[0].length));
     var hasValue = chart.data.slice(1).some(function (col) { return col.some(function (v) { return v !== null && v !== undefined; }); });
     var empty = chart.fig.querySelector(".chart-empty");
     if (hasValue) { empty.textContent = ""; chart.fig.classList.remove("is-empty"); return; }
     chart.fig.classList.add("is-empty");
-    if (chart.fig.id.indexOf("chart-temp") === 0 || chart.fig.id === "chart-hbm" || chart.fig.id === "chart-loss") {
-      empty.textContent = chart.fig.id === "chart-loss" && xs.length ? gettext("no link traffic in this window yet") : gettext("no samples yet");
+    var nodeChart = ["chart-temp", "chart-hbm", "chart-power", "chart-chiploss", "chart-loss", "chart-roce"].indexOf(chart.fig.id) >= 0;
+    if (nodeChart) {
+      var links = chart.fig.id === "chart-loss" || chart.fig.id === "chart-chiploss";
+      empty.textContent = links && xs.length ? gettext("no link traffic in this window yet") : gettext("no samples yet");
     } else {
       if (engineSeen) { empty.textContent = gettext("no requests finished in this window"); }
       else { empty.textContent = cfg.clusterState === "stopped" ? gettext("cluster stopped") : gettext("no samples yet"); }
@@ -92,20 +144,22 @@
   function buildEngineCharts() {
     Object.keys(ENGINE_CHARTS).forEach(function (id) {
       var spec = ENGINE_CHARTS[id];
-      makeChart(id, spec.series.map(function (s) { return s[1]; }), spec.unit, spec.threshold);
+      makeChart(id, spec.series.map(function (s) { return s[1]; }), spec.unit, spec.threshold, spec.fmt);
     });
   }
 
   function buildNodeCharts(chips) {
-    ["temp", "hbm"].forEach(function (id) {
-      makeChart(id, chips.map(function (c) { return interpolate(gettext("chip %s"), [c]); }), NODE_CHARTS[id].unit, NODE_CHARTS[id].threshold);
+    Object.keys(CHIP_CHARTS).forEach(function (id) {
+      makeChart(id, chips.map(chipLabel), NODE_CHARTS[id].unit, NODE_CHARTS[id].threshold, NODE_CHARTS[id].fmt);
       charts[id].chips = chips.slice();
     });
-    makeChart("loss", [gettext("worst link")], NODE_CHARTS.loss.unit, NODE_CHARTS.loss.threshold);
+    makeChart("loss", [gettext("worst link")], NODE_CHARTS.loss.unit, NODE_CHARTS.loss.threshold, NODE_CHARTS.loss.fmt);
+    makeChart("roce", [gettext("RoCE ports down")], NODE_CHARTS.roce.unit, NODE_CHARTS.roce.threshold, NODE_CHARTS.roce.fmt);
   }
 
   function loadHistory(since) {
-    var url = cfg.seriesUrl + "?range=" + encodeURIComponent(cfg.range) + (selectedNode ? "&node=" + encodeURIComponent(selectedNode) : "") +
+    var win = absWindow ? "from=" + absWindow.from + "&to=" + absWindow.to : "range=" + encodeURIComponent(cfg.range);
+    var url = cfg.seriesUrl + "?" + win + (selectedNode ? "&node=" + encodeURIComponent(selectedNode) : "") +
       (since ? "&since=" + since : "");
     return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(function (r) {
       if (!r.ok) { throw new Error("HTTP " + r.status); }
@@ -124,7 +178,11 @@
         if (!since || !charts.temp || charts.temp.chips.join() !== ns.chips.join()) {
           if (!since || ns.chips.length) { buildNodeCharts(ns.chips); }
         }
-        var sets = { temp: [ns.t].concat(ns.temp), hbm: [ns.t].concat(ns.hbm), loss: [ns.t, ns.loss] };
+        var sets = { loss: [ns.t, ns.loss], roce: [ns.t, ns.roce_down || ns.t.map(function () { return null; })] };
+        Object.keys(CHIP_CHARTS).forEach(function (id) {
+          var cols = ns[CHIP_CHARTS[id][1]] || ns.chips.map(function () { return ns.t.map(function () { return null; }); });
+          sets[id] = [ns.t].concat(cols);
+        });
         Object.keys(sets).forEach(function (id) {
           var chart = charts[id];
           if (since) { sets[id].forEach(function (col, i) { if (chart.data[i]) { chart.data[i] = chart.data[i].concat(col); } }); } else { chart.data = sets[id]; }
@@ -154,15 +212,18 @@
     if (!charts.temp.chips.length && info.chips.length) {
       buildNodeCharts(info.chips.map(function (c) { return c[0] + "." + c[1]; }));
     }
-    [["temp", 2], ["hbm", 3]].forEach(function (pair) {
-      var chart = charts[pair[0]];
+    Object.keys(CHIP_CHARTS).forEach(function (id) {
+      var chart = charts[id], at = CHIP_CHARTS[id][0];
       chart.data[0].push(ts);
-      chart.chips.forEach(function (key, i) { var c = byKey[key]; chart.data[i + 1].push(c ? c[pair[1]] : null); });
+      chart.chips.forEach(function (key, i) { var c = byKey[key]; chart.data[i + 1].push(c && c[at] !== undefined ? c[at] : null); });
       refresh(chart);
     });
     var loss = charts.loss;
     loss.data[0].push(ts); loss.data[1].push(info.hccs_loss_pct);
     refresh(loss);
+    var roce = charts.roce;
+    roce.data[0].push(ts); roce.data[1].push(info.roce_down === undefined ? null : info.roce_down);
+    refresh(roce);
   }
 
   // --- heatmap and node cards ----------------------------------------------------------------
@@ -202,7 +263,7 @@
     });
   }
 
-  function fmtTime(epoch) { return epoch ? new Date(epoch * 1000).toLocaleString() : gettext("never"); }
+  function fmtTime(epoch) { return epoch ? consoleFormat.time(epoch) : gettext("never"); }
 
   function updateNode(name, info) {
     var card = document.getElementById("mon-node-" + name);
@@ -215,9 +276,9 @@
     if (badge) { badge.textContent = STATE_LABELS[info.state] || info.state; badge.className = "badge badge-" + (info.color || "grey"); }
     var seen = document.getElementById("mon-seen-" + name);
     if (seen) { seen.textContent = (stale ? gettext("last seen") + " " : "") + fmtTime(info.last_seen); }
-    if (info.engine_state !== undefined) { document.getElementById("mon-engine-" + name).textContent = info.engine_state || "—"; }
+    if (info.engine_state !== undefined) { document.getElementById("mon-engine-" + name).textContent = consoleFormat.engine(info.engine_state); }
     if (info.hccs_loss_pct !== undefined) {
-      document.getElementById("mon-loss-" + name).textContent = info.hccs_loss_pct === null ? "—" : info.hccs_loss_pct.toFixed(2) + " %";
+      document.getElementById("mon-loss-" + name).textContent = consoleFormat.value(info.hccs_loss_pct, "%");
     }
     updateHeatRow(name, info.chips);
   }
@@ -242,30 +303,75 @@
     nodeSelect.addEventListener("change", function () { selectedNode = nodeSelect.value; loadHistory(null); });
   }
 
+  // Refresh interval: every push (live), or redraw at most every N s, or paused.
+  var refreshSelect = document.getElementById("refresh-select");
+  refreshSelect.addEventListener("change", function () {
+    redrawMs = Number(refreshSelect.value);
+    clearInterval(redrawTimer);
+    redrawTimer = null;
+    if (redrawMs > 0) {
+      redrawTimer = setInterval(function () { Object.keys(charts).forEach(function (k) { if (charts[k].dirty) { draw(charts[k]); } }); }, redrawMs);
+    } else if (redrawMs === 0) {
+      Object.keys(charts).forEach(function (k) { draw(charts[k]); });
+    }  // negative: paused, points are kept and drawn when un-paused
+  });
+  document.getElementById("zoom-reset").addEventListener("click", function () {
+    Object.keys(charts).forEach(function (k) { charts[k].zoomed = false; draw(charts[k]); });
+    document.getElementById("zoom-reset").hidden = true;
+  });
+  // Absolute range: local date-times in the user's browser → epoch seconds.
+  document.getElementById("abs-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var from = Date.parse(document.getElementById("abs-from").value) / 1000;
+    var to = Date.parse(document.getElementById("abs-to").value) / 1000;
+    var err = document.getElementById("abs-error");
+    if (!(from < to)) { err.hidden = false; err.textContent = gettext("Choose a start before the end."); return; }
+    err.hidden = true;
+    absWindow = { from: Math.floor(from), to: Math.ceil(to) };
+    rangeS = absWindow.to - absWindow.from;
+    document.getElementById("abs-live").hidden = false;
+    document.getElementById("dashboard-mode").textContent = interpolate(gettext("%s – %s (live updates paused)"),
+      [consoleFormat.time(absWindow.from), consoleFormat.time(absWindow.to)]);
+    loadHistory(null);
+  });
+  document.getElementById("abs-live").addEventListener("click", function () {
+    absWindow = null;
+    rangeS = cfg.ranges[cfg.range];
+    document.getElementById("abs-live").hidden = true;
+    document.getElementById("dashboard-mode").textContent = "";
+    loadHistory(null);
+  });
+
   paintHeatmap();
   buildEngineCharts();
   buildNodeCharts([]);
   loadHistory(null);
 
-  window.consoleSocket("/ws/clusters/" + cfg.cluster + "/", function (msg) {
+  function onMessage(msg) {
     if (msg.type === "cluster.state") {
       cfg.clusterState = msg.state;
       var b = document.getElementById("cluster-state-" + cfg.cluster);
-      if (b) { b.textContent = msg.label || msg.state; b.className = "badge badge-" + (msg.color || "grey"); }
+      if (b) { b.textContent = consoleFormat.clusterState(msg.state, msg.label); b.className = "badge badge-" + (msg.color || "grey"); }
       return;
     }
     if (msg.type !== "telemetry.update") { return; }
     Object.keys(msg.nodes || {}).forEach(function (name) { updateNode(name, msg.nodes[name]); });
+    if (absWindow) { return; }  // an absolute window in the past does not move
     if (lastTs !== null && msg.ts <= lastTs) { return; }  // already in the backfilled history
     lastTs = msg.ts;
     if (msg.engine) { engineSeen = true; }
     appendEngine(msg.ts, msg.engine || null);
     if (selectedNode && msg.nodes) { appendNode(msg.ts, msg.nodes[selectedNode]); }
-  }, function (state) {
-    var conn = document.getElementById("conn-state");
-    conn.textContent = labels[state] || state;
-    conn.className = "conn-state" + (state === "live" ? " live" : "");
-    if (state === "reconnecting") { wasDown = true; }
-    if (state === "live" && wasDown) { wasDown = false; loadHistory(lastTs); }  // backfill what was missed
+  }
+
+  window.consoleLive.open({
+    path: "/ws/clusters/" + cfg.cluster + "/",
+    onMessage: onMessage,
+    onState: function (state) { window.consoleLive.showState(document.getElementById("conn-state"), state); },
+    // Back after a drop: the cluster's state badge, then the points missed meanwhile (live
+    // points held during the backfill are replayed after it; older ones are skipped by ts).
+    resync: function () {
+      return window.consoleLive.refreshParts("dashboard").then(function () { return loadHistory(lastTs); });
+    }
   });
 })();

@@ -72,6 +72,7 @@ window.consoleIncidentHistogram();
   function schedule() { clearTimeout(timer); timer = setTimeout(refresh, wait); }
 
   document.addEventListener("console:alert-update", function (ev) {
-    if (!alertId || String(ev.detail.id) === alertId) { schedule(); }
+    // id null: the alerts socket came back and re-listed; anything may have changed.
+    if (!alertId || ev.detail.id === null || String(ev.detail.id) === alertId) { schedule(); }
   });
 }());

@@ -5,7 +5,6 @@
   if (!root) { return; }
   var id = root.getAttribute("data-operation-id");
   var conn = document.getElementById("op-conn");
-  var labels = { connecting: gettext("Connecting…"), live: gettext("Live"), reconnecting: gettext("Reconnecting…"), forbidden: gettext("No access") };
 
   function text(el, value) { if (el) { el.textContent = value == null ? "" : value; } }
 
@@ -17,33 +16,52 @@
     row.setAttribute("data-seq", step.seq);
     row.innerHTML = '<span class="badge step-state"></span> <strong class="step-name"></strong> <span class="step-elapsed muted"></span>' +
       '<div class="step-summary"></div><div class="progress small step-progress" hidden><div class="progress-bar"></div></div>' +
-      '<ul class="step-diagnosis"></ul><table class="table preflight small step-checks" hidden><tbody></tbody></table><details class="step-log" hidden><summary></summary><pre></pre></details>';
-    text(row.querySelector("summary"), gettext("Log tail"));
+      '<ul class="step-diagnosis"></ul><div class="step-checks" hidden><table class="table preflight small step-problems" hidden><tbody></tbody></table>' +
+      '<details class="step-passed" hidden><summary></summary><table class="table preflight small"><tbody></tbody></table></details></div>' +
+      '<details class="step-log" hidden><summary></summary><pre></pre></details>';
+    text(row.querySelector(".step-log summary"), gettext("Log tail"));
     document.getElementById("steps").appendChild(row);
     return row;
   }
 
   var BADGES = { pass: "green", warn: "orange", fail: "red" };
 
-  // A node's preflight checks, as soon as its agent answers (pass / warn / fail, evidence, fix).
-  function renderChecks(table, checks) {
-    if (!table || !checks || !checks.length) { return; }
+  var STATUS = { pass: gettext("Pass"), warn: gettext("Warning"), fail: gettext("Fail") };
+
+  function checkRow(c) {
+    var tr = document.createElement("tr");
+    tr.className = "check-" + c.status;
+    var badge = document.createElement("span");
+    badge.className = "badge badge-" + (BADGES[c.status] || "red");
+    badge.textContent = STATUS[c.status] || c.status;
+    [c.name, badge, c.evidence, c.fix].forEach(function (v) {
+      var td = document.createElement("td");
+      if (typeof v === "string" || v == null) { td.textContent = v || ""; } else { td.appendChild(v); }
+      tr.appendChild(td);
+    });
+    return tr;
+  }
+
+  // A node's preflight checks, as soon as its agent answers: problems first (fail, then
+  // warn) and open, the passes folded under one line (as console/views/progress.check_groups).
+  function renderChecks(box, checks) {
+    if (!box || !checks || !checks.length) { return; }
+    var order = { fail: 0, warn: 1 };
+    var problems = checks.filter(function (c) { return c.status !== "pass"; })
+      .sort(function (a, b) { return (order[a.status] || 0) - (order[b.status] || 0); });
+    var passed = checks.filter(function (c) { return c.status === "pass"; });
+    var table = box.querySelector(".step-problems");
     var body = table.querySelector("tbody");
     body.innerHTML = "";
-    checks.forEach(function (c) {
-      var tr = document.createElement("tr");
-      tr.className = "check-" + c.status;
-      var badge = document.createElement("span");
-      badge.className = "badge badge-" + (BADGES[c.status] || "red");
-      badge.textContent = c.status;
-      [c.name, badge, c.evidence, c.fix].forEach(function (v) {
-        var td = document.createElement("td");
-        if (typeof v === "string" || v == null) { td.textContent = v || ""; } else { td.appendChild(v); }
-        tr.appendChild(td);
-      });
-      body.appendChild(tr);
-    });
-    table.hidden = false;
+    problems.forEach(function (c) { body.appendChild(checkRow(c)); });
+    table.hidden = !problems.length;
+    var fold = box.querySelector(".step-passed");
+    var passBody = fold.querySelector("tbody");
+    passBody.innerHTML = "";
+    passed.forEach(function (c) { passBody.appendChild(checkRow(c)); });
+    text(fold.querySelector("summary"), interpolate(ngettext("%s check passed", "%s checks passed", passed.length), [passed.length]));
+    fold.hidden = !passed.length;
+    box.hidden = false;
   }
 
   function renderStep(step) {
@@ -51,9 +69,9 @@
     row.className = "step step-" + step.state;
     var badge = row.querySelector(".step-state");
     badge.className = "badge step-state badge-" + step.color;
-    text(badge, step.state_label);
-    text(row.querySelector(".step-name"), step.name);
-    text(row.querySelector(".step-elapsed"), step.elapsed_s != null ? step.elapsed_s.toFixed(1) + " s" : "");
+    text(badge, consoleFormat.stepState(step.state, step.state_label));
+    text(row.querySelector(".step-name"), consoleFormat.msg(step.name));
+    text(row.querySelector(".step-elapsed"), step.elapsed_s != null ? consoleFormat.duration(step.elapsed_s) : "");
     text(row.querySelector(".step-summary"), step.summary);
     var bar = row.querySelector(".step-progress");
     if (step.progress && step.progress[1]) {
@@ -78,24 +96,94 @@
     if (step.log_tail) { logEl.hidden = false; text(logEl.querySelector("pre"), step.log_tail); }
   }
 
-  window.consoleSocket("/ws/operations/" + id + "/", function (msg) {
+  // --- progress weighted by the last runs' step durations (console/views/progress.py) ---
+  var FINISHED = ["succeeded", "failed", "cancelled", "interrupted"];
+  var expected = {}, steps = {}, opState = null, startedAt = null, finishedAt = null;
+
+  function readServerState() {  // the page's JSON, after the first render and after every re-list
+    var e = document.getElementById("op-expected"), s = document.getElementById("op-steps");
+    expected = e ? JSON.parse(e.textContent) : {};
+    steps = s ? JSON.parse(s.textContent) : {};
+    var d = document.getElementById("op-duration");
+    startedAt = d && d.getAttribute("data-started") ? Date.parse(d.getAttribute("data-started")) : null;
+    finishedAt = d && d.getAttribute("data-finished") ? Date.parse(d.getAttribute("data-finished")) : null;
+  }
+
+  function weighted(now) {
+    var names = Object.keys(expected);
+    var fallback = names.length ? names.reduce(function (a, n) { return a + expected[n]; }, 0) / names.length : 1;
+    var seen = {}, total = 0, done = 0, left = 0;
+    Object.keys(steps).forEach(function (seq) {
+      var st = steps[seq], w = expected[st.name] !== undefined ? expected[st.name] : fallback;
+      seen[st.name] = true;
+      total += w;
+      if (st.state !== "pending" && st.state !== "running") { done += w; }
+      else if (st.state === "running" && st.started_at) {
+        var el = (now - Date.parse(st.started_at)) / 1000;
+        done += Math.min(el, w * 0.95);
+        left += Math.max(w - el, 0);
+      } else { left += w; }
+    });
+    names.forEach(function (n) { if (!seen[n]) { total += expected[n]; left += expected[n]; } });
+    return [total ? Math.min(done / total, 1) : 0, names.length ? left : null];
+  }
+
+  function drawProgress() {
+    var now = Date.now();
+    var finished = FINISHED.indexOf(opState) >= 0 || finishedAt !== null;
+    var w = weighted(now);
+    var pct = finished && opState === "succeeded" ? 100 : Math.round(100 * w[0]);
+    var bar = document.getElementById("op-progress");
+    if (bar) { bar.style.width = pct + "%"; bar.setAttribute("data-percent", String(pct)); }
+    var dur = document.getElementById("op-duration");
+    if (dur && startedAt) { text(dur, consoleFormat.duration(((finishedAt || now) - startedAt) / 1000)); }
+    var etaPart = document.getElementById("op-eta-part");
+    if (etaPart) {
+      etaPart.hidden = finished || w[1] === null;
+      if (!etaPart.hidden) { text(document.getElementById("op-eta"), consoleFormat.duration(w[1])); }
+    }
+  }
+
+  function onProgress(msg) {
     if (msg.type !== "operation.progress") { return; }
     var badge = document.getElementById("op-state");
     badge.className = "badge badge-" + msg.color;
-    text(badge, msg.state_label);
-    if (msg.step) { renderStep(msg.step); }
+    text(badge, consoleFormat.opState(msg.state, msg.state_label));
+    if (msg.step) {
+      renderStep(msg.step);
+      steps[msg.step.seq] = { name: msg.step.name, state: msg.step.state, started_at: msg.step.started_at };
+    }
+    opState = msg.state;
     var p = msg.progress || [0, 0];
-    document.getElementById("op-progress").style.width = (p[1] ? Math.round(100 * p[0] / p[1]) : 0) + "%";
     text(document.getElementById("op-progress-text"), p[0] + "/" + p[1]);
-    if (msg.duration_s != null) { text(document.getElementById("op-duration"), msg.duration_s.toFixed(1) + " s"); }
+    if (FINISHED.indexOf(msg.state) >= 0 && !finishedAt) {
+      finishedAt = startedAt && msg.duration_s != null ? startedAt + msg.duration_s * 1000 : Date.now();
+    }
+    drawProgress();
     var err = document.getElementById("op-error");
     if (msg.error) { err.hidden = false; text(err, msg.error); }
     if (["succeeded", "failed", "cancelled", "interrupted"].indexOf(msg.state) >= 0) {
       var cancel = document.getElementById("cancel-form");
       if (cancel) { cancel.remove(); }
     }
-  }, function (state) {
-    text(conn, labels[state] || state);
-    conn.className = "conn-state" + (state === "live" ? " live" : "");
+  }
+
+  // Re-list on every (re)connect, the first one included: whatever happened between the
+  // page render (or the drop) and the socket opening is read from the server, then the
+  // events held meanwhile are replayed on top.
+  readServerState();
+  drawProgress();
+  document.addEventListener("console:refreshed", function (ev) {
+    if (ev.detail.group === "operation") { readServerState(); drawProgress(); }
+  });
+  // The clock only: elapsed and ETA move between events (nothing is fetched).
+  setInterval(function () { if (finishedAt === null) { drawProgress(); } }, 1000);
+
+  window.consoleLive.open({
+    path: "/ws/operations/" + id + "/",
+    onMessage: onProgress,
+    onState: function (state) { window.consoleLive.showState(conn, state); },
+    resync: function () { return window.consoleLive.refreshParts("operation"); },
+    resyncFirst: true
   });
 })();

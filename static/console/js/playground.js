@@ -7,9 +7,10 @@
   if (!root) { return; }
   var STORE = "console.playground";
   var gateway = root.dataset.gateway;
+  var keyHint = root.dataset.keyHint || "";  // where CONSOLE_API_KEY comes from, in the reader's language
   var clusters = JSON.parse($("pg-clusters").textContent);
   var state = load();
-  var socket = null, streaming = null, nextId = 1, clusterOk = false, delay = 1000;
+  var live = null, streaming = null, nextId = 1, clusterOk = false;
 
   function load() {
     try { return JSON.parse(window.sessionStorage.getItem(STORE)) || { turns: [] }; } catch (e) { return { turns: [] }; }
@@ -51,8 +52,30 @@
       m.className = "pg-metrics";
       li.appendChild(m);
       if (turn.metrics) { renderMetrics(li, turn.metrics); }
+      if (turn.interrupted) { markInterrupted(li); }
     }
     return li;
+  }
+
+  // An answer cut short by a dropped connection stays on screen, marked, with Retry.
+  function markInterrupted(li) {
+    li.classList.add("interrupted");
+    if (li.querySelector(".pg-interrupted")) { return; }
+    var note = document.createElement("div");
+    note.className = "pg-interrupted";
+    note.setAttribute("role", "status");
+    var label = document.createElement("span");
+    label.textContent = gettext("Interrupted: the connection to the console dropped before the answer finished.");
+    var retry = document.createElement("button");
+    retry.type = "button";
+    retry.className = "pg-retry";
+    retry.textContent = gettext("Retry");
+    retry.addEventListener("click", function () { retryLast(li); });
+    note.appendChild(label);
+    note.appendChild(document.createTextNode(" "));
+    note.appendChild(retry);
+    li.appendChild(note);
+    updateButtons();
   }
 
   function renderMetrics(li, m) {
@@ -84,10 +107,17 @@
     $("pg-error").textContent = msg || "";
   }
 
+  function canSend() { return !!live && live.state === "live" && clusterOk && !streaming; }
+
   function updateButtons() {
-    var live = socket && socket.readyState === WebSocket.OPEN;
-    $("pg-send").disabled = !live || !clusterOk || !!streaming;
+    var ok = canSend();
+    var send = $("pg-send");
+    send.disabled = !ok;
+    // Why Send is off, on hover (a disabled button says nothing by itself).
+    send.title = ok ? "" : !live || live.state !== "live" ? gettext("Waiting for the connection to the console")
+      : streaming ? gettext("An answer is streaming; Stop it first") : gettext("The cluster is not serving");
     $("pg-stop-btn").disabled = !streaming;
+    document.querySelectorAll("#pg-history .pg-retry").forEach(function (b) { b.disabled = !ok; });
   }
 
   function showState(msg) {
@@ -99,16 +129,16 @@
   }
 
   function watch() {
-    if (socket && socket.readyState === WebSocket.OPEN && $("pg-cluster").value) {
-      socket.send(JSON.stringify({ type: "watch", cluster: $("pg-cluster").value }));
-    }
+    if (live && $("pg-cluster").value) { live.send({ type: "watch", cluster: $("pg-cluster").value }); }
   }
 
   function onMessage(msg) {
     if (msg.type === "state") { if (String(msg.cluster) === $("pg-cluster").value) { showState(msg); } return; }
     if (msg.type === "error") {
       showError(msg.message);
-      if (streaming && msg.id === streaming.id) { finish(null); }
+      if (streaming && msg.id === streaming.id) {
+        if (streaming.turn.content) { interrupt(); } else { finish(null); }
+      }
       return;
     }
     if (!streaming || msg.id !== streaming.id) { return; }
@@ -123,6 +153,27 @@
     } else if (msg.type === "stopped") {
       finish(msg);
     }
+  }
+
+  // The connection (or the engine) dropped mid-answer: keep what arrived, mark it, offer Retry.
+  function interrupt() {
+    var s = streaming;
+    streaming = null;
+    s.node.classList.remove("streaming");
+    s.turn.interrupted = true;
+    state.turns.push(s.turn);
+    markInterrupted(s.node);
+    save();
+    updateButtons();
+  }
+
+  function retryLast(li) {
+    var last = state.turns[state.turns.length - 1];
+    if (!canSend() || !last || !last.interrupted || li !== $("pg-history").lastElementChild) { return; }
+    state.turns.pop();
+    li.remove();
+    showError("");
+    ask();
   }
 
   function finish(metrics) {
@@ -146,19 +197,24 @@
   function send(ev) {
     ev.preventDefault();
     var prompt = $("pg-prompt").value;
-    if (!prompt.trim() || streaming || !clusterOk) { return; }
+    if (!prompt.trim() || !canSend()) { return; }
     showError("");
-    var s = settings();
     state.turns.push({ role: "user", content: prompt });
     $("pg-history").appendChild(turnNode(state.turns[state.turns.length - 1]));
+    $("pg-prompt").value = "";
+    ask(prompt);
+  }
+
+  // Stream an answer to the conversation as it stands (its last turn is the user's).
+  function ask(prompt) {
     var turn = { role: "assistant", content: "" };
     var node = turnNode(turn);
     node.classList.add("streaming");
     $("pg-history").appendChild(node);
-    streaming = { id: nextId++, turn: turn, node: node, prompt: prompt };
-    $("pg-prompt").value = "";
+    var last = state.turns[state.turns.length - 1];
+    streaming = { id: nextId++, turn: turn, node: node, prompt: prompt || (last ? last.content : "") };
     var messages = state.turns.map(function (t) { return { role: t.role, content: t.content }; });
-    socket.send(JSON.stringify(Object.assign({ type: "send", id: streaming.id, messages: messages }, s)));
+    live.send(Object.assign({ type: "send", id: streaming.id, messages: messages }, settings()));
     save();
     updateButtons();
   }
@@ -182,7 +238,7 @@
   function shellQuote(text) { return "'" + text.replace(/'/g, "'\\''") + "'"; }
 
   function curlSnippet() {
-    return "curl -N " + gateway + "/chat/completions \\\n" +
+    return "# " + keyHint + "\n" + "curl -N " + gateway + "/chat/completions \\\n" +
       "  -H 'Content-Type: application/json' \\\n" +
       "  -H \"Authorization: Bearer $CONSOLE_API_KEY\" \\\n" +
       "  -d " + shellQuote(JSON.stringify(requestBody())) + "\n";
@@ -191,7 +247,7 @@
   function pythonSnippet() {
     var b = requestBody();
     var extra = b.stop ? ",\n    stop=" + JSON.stringify(b.stop) : "";
-    return "import os\n\nfrom openai import OpenAI\n\n" +
+    return "# " + keyHint + "\nimport os\n\nfrom openai import OpenAI\n\n" +
       "client = OpenAI(base_url=" + JSON.stringify(gateway) + ", api_key=os.environ[\"CONSOLE_API_KEY\"])\n" +
       "stream = client.chat.completions.create(\n" +
       "    model=" + JSON.stringify(b.model) + ",\n" +
@@ -210,25 +266,18 @@
   }
 
   function connect() {
-    var proto = window.location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(proto + window.location.host + "/ws/playground/");
-    socket.onopen = function () {
-      delay = 1000;
-      $("pg-conn").textContent = gettext("live");
-      $("pg-conn").className = "pg-conn live";
-      watch();
-      updateButtons();
-    };
-    socket.onmessage = function (ev) { onMessage(JSON.parse(ev.data)); };
-    socket.onclose = function (ev) {
-      if (streaming) { finish(null); }
-      $("pg-conn").className = "pg-conn";
-      if (ev.code === 4403) { $("pg-conn").textContent = gettext("forbidden"); updateButtons(); return; }
-      $("pg-conn").textContent = gettext("reconnecting");
-      updateButtons();
-      setTimeout(connect, delay);
-      delay = Math.min(delay * 2, 30000);
-    };
+    live = window.consoleLive.open({
+      path: "/ws/playground/",
+      onMessage: onMessage,
+      onState: function (st) {
+        var el = $("pg-conn");
+        window.consoleLive.showState(el, st);
+        el.classList.add("pg-conn");
+        if (st === "live") { watch(); }  // the cluster's state comes back at once: the re-list
+        updateButtons();
+      },
+      onDown: function () { if (streaming) { interrupt(); } }
+    });
   }
 
   // Restore the stored conversation and settings.
@@ -242,7 +291,7 @@
   $("pg-form").addEventListener("submit", send);
   $("pg-prompt").addEventListener("keydown", function (ev) { if (ev.key === "Enter" && ev.ctrlKey) { send(ev); } });
   $("pg-stop-btn").addEventListener("click", function () {
-    if (streaming) { socket.send(JSON.stringify({ type: "stop", id: streaming.id })); }
+    if (streaming) { live.send({ type: "stop", id: streaming.id }); }
   });
   $("pg-clear").addEventListener("click", function () {
     state.turns = [];

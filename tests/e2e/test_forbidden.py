@@ -1,0 +1,53 @@
+"""Browser: no dead ends. A page your role may not open answers with the console's own
+403 (navigation, your language, the role it needs, the admins who can grant it), and the
+playground's snippets say where CONSOLE_API_KEY comes from."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import pytest
+
+from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.factories import make_user
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_forbidden_page_says_who_can_grant_access_in_the_readers_language() -> None:
+    from playwright.sync_api import sync_playwright
+
+    make_user("ada", "admin")
+    make_user("vera", "viewer")
+    make_user("otto", "operator")
+    with ExitStack() as stack:
+        base = stack.enter_context(uvicorn_server())
+        pw = stack.enter_context(sync_playwright())
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+        )
+        stack.callback(browser.close)
+
+        zh = browser.new_context(locale="zh-CN").new_page()
+        browser_login(zh, base, "vera")
+        response = zh.goto(f"{base}/playground/")
+        assert response is not None and response.status == 403
+        assert zh.is_visible("header.topbar nav")  # the navigation is there
+        role = zh.text_content("#forbidden-role") or ""
+        assert "操作员" in role and "查看者" in role, role
+        assert "ada" in (zh.text_content("#forbidden-admins") or "")
+        assert "Forbidden" not in (zh.content() or "")
+
+        en = browser.new_context(locale="en-US").new_page()
+        browser_login(en, base, "otto")
+        response = en.goto(f"{base}/apikeys/")
+        assert response is not None and response.status == 403
+        assert "needs the admin role" in (en.text_content("#forbidden-role") or "")
+        assert "ada" in (en.text_content("#forbidden-admins") or "")
+
+        # The operator's playground snippet tells them how to get a key.
+        en.goto(f"{base}/playground/")
+        assert "ask ada" in (en.text_content("#pg-key-hint") or "")
+        en.click("#pg-copy-curl")
+        snippet = en.text_content("#pg-snippet") or ""
+        assert snippet.startswith("# CONSOLE_API_KEY") and "ask ada" in snippet
