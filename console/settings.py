@@ -411,7 +411,9 @@ ENGINE_HEALTH_TIMEOUT_S = env_int(
 )  # a 397B model loads for minutes
 ENGINE_STOP_TIMEOUT_S = env_int("ENGINE_STOP_TIMEOUT_S", 90, minimum=1)
 SMOKE_TIMEOUT_S = env_int("SMOKE_TIMEOUT_S", 120, minimum=1)
-GATE_TIMEOUT_S = env_int("GATE_TIMEOUT_S", 120, minimum=1)  # one correctness-gate answer
+GATE_TIMEOUT_S = env_int(
+    "GATE_TIMEOUT_S", 120, minimum=1
+)  # one correctness-gate answer
 WARMUP_REQUESTS = env_int(
     "WARMUP_REQUESTS", 100, minimum=0
 )  # the original field guide's warm-up

@@ -83,7 +83,9 @@ def _send(group: str, event_type: str) -> None:
             if layer is not None:
                 async_to_sync(layer.group_send)(group, {"type": event_type})
         except Exception:  # noqa: BLE001 -- the change is committed; the sockets re-check on their next message
-            sockets_log.exception("could not tell the sockets of %s to %s", group, event_type)
+            sockets_log.exception(
+                "could not tell the sockets of %s to %s", group, event_type
+            )
 
     transaction.on_commit(send)
 

@@ -279,7 +279,9 @@ class _Round:
     live: dict[int, dict[str, Any]] = field(
         default_factory=lambda: defaultdict(lambda: {"nodes": {}, "engine": None})
     )
-    exited: set[int] = field(default_factory=set)  # clusters whose running engine exited
+    exited: set[int] = field(
+        default_factory=set
+    )  # clusters whose running engine exited
 
 
 def ingest_round(

@@ -8,125 +8,279 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0008_node_driver_container'),
+        ("console", "0008_node_driver_container"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='gate_policy',
-            field=models.CharField(choices=[('enforce', 'Enforce'), ('warn', 'Warn'), ('off', 'Off')], default='enforce', help_text='After start, restart, failover and replace: enforce keeps a failing cluster out of serving.', max_length=8, verbose_name='correctness gate'),
+            model_name="cluster",
+            name="gate_policy",
+            field=models.CharField(
+                choices=[("enforce", "Enforce"), ("warn", "Warn"), ("off", "Off")],
+                default="enforce",
+                help_text="After start, restart, failover and replace: enforce keeps a failing cluster out of serving.",
+                max_length=8,
+                verbose_name="correctness gate",
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='gate_baseline_accuracy',
-            field=models.FloatField(default=1.0, validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)], verbose_name='gate baseline accuracy'),
+            model_name="engineprofile",
+            name="gate_baseline_accuracy",
+            field=models.FloatField(
+                default=1.0,
+                validators=[
+                    django.core.validators.MinValueValidator(0.0),
+                    django.core.validators.MaxValueValidator(1.0),
+                ],
+                verbose_name="gate baseline accuracy",
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='gate_threshold',
-            field=models.FloatField(default=0.2, validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)], verbose_name='gate threshold'),
+            model_name="engineprofile",
+            name="gate_threshold",
+            field=models.FloatField(
+                default=0.2,
+                validators=[
+                    django.core.validators.MinValueValidator(0.0),
+                    django.core.validators.MaxValueValidator(1.0),
+                ],
+                verbose_name="gate threshold",
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='regression_threshold_pct',
-            field=models.FloatField(default=3.0, validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(100.0)], verbose_name='regression threshold (%)'),
+            model_name="engineprofile",
+            name="regression_threshold_pct",
+            field=models.FloatField(
+                default=3.0,
+                validators=[
+                    django.core.validators.MinValueValidator(0.0),
+                    django.core.validators.MaxValueValidator(100.0),
+                ],
+                verbose_name="regression threshold (%)",
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='target_concurrency',
-            field=models.PositiveIntegerField(default=8, verbose_name='target concurrency'),
+            model_name="engineprofile",
+            name="target_concurrency",
+            field=models.PositiveIntegerField(
+                default=8, verbose_name="target concurrency"
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='target_input_len',
-            field=models.PositiveIntegerField(default=512, verbose_name='target input length'),
+            model_name="engineprofile",
+            name="target_input_len",
+            field=models.PositiveIntegerField(
+                default=512, verbose_name="target input length"
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='target_output_len',
-            field=models.PositiveIntegerField(default=256, verbose_name='target output length'),
+            model_name="engineprofile",
+            name="target_output_len",
+            field=models.PositiveIntegerField(
+                default=256, verbose_name="target output length"
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='target_output_tps_per_npu',
-            field=models.FloatField(blank=True, default=12.0, null=True, verbose_name='target output tokens/s per NPU'),
+            model_name="engineprofile",
+            name="target_output_tps_per_npu",
+            field=models.FloatField(
+                blank=True,
+                default=12.0,
+                null=True,
+                verbose_name="target output tokens/s per NPU",
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='target_p99_e2el_ms',
-            field=models.FloatField(blank=True, null=True, verbose_name='target P99 E2E latency (ms)'),
+            model_name="engineprofile",
+            name="target_p99_e2el_ms",
+            field=models.FloatField(
+                blank=True, null=True, verbose_name="target P99 E2E latency (ms)"
+            ),
         ),
         migrations.AddField(
-            model_name='engineprofile',
-            name='target_p99_ttft_ms',
-            field=models.FloatField(blank=True, default=800.0, null=True, verbose_name='target P99 TTFT (ms)'),
+            model_name="engineprofile",
+            name="target_p99_ttft_ms",
+            field=models.FloatField(
+                blank=True,
+                default=800.0,
+                null=True,
+                verbose_name="target P99 TTFT (ms)",
+            ),
         ),
         migrations.CreateModel(
-            name='BenchmarkRun',
+            name="BenchmarkRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('label', models.CharField(blank=True, max_length=120, verbose_name='label')),
-                ('sweep', models.CharField(blank=True, db_index=True, max_length=40, verbose_name='sweep')),
-                ('source', models.CharField(default='import', max_length=16, verbose_name='source')),
-                ('target', models.CharField(default='head', help_text='head or gateway', max_length=16, verbose_name='sent to')),
-                ('tool', models.CharField(max_length=40, verbose_name='tool')),
-                ('tool_version', models.CharField(blank=True, max_length=40, verbose_name='tool version')),
-                ('date', models.DateTimeField(default=django.utils.timezone.now, verbose_name='date')),
-                ('model_id', models.CharField(blank=True, max_length=200)),
-                ('num_prompts', models.PositiveIntegerField(blank=True, null=True)),
-                ('request_rate', models.FloatField(blank=True, null=True)),
-                ('burstiness', models.FloatField(blank=True, null=True)),
-                ('max_concurrency', models.PositiveIntegerField(blank=True, null=True)),
-                ('input_len', models.PositiveIntegerField(blank=True, null=True)),
-                ('output_len', models.PositiveIntegerField(blank=True, null=True)),
-                ('npu_count', models.PositiveIntegerField(blank=True, null=True, verbose_name='NPUs')),
-                ('plan_digest', models.CharField(blank=True, max_length=64, verbose_name='plan digest')),
-                ('engine_versions', models.JSONField(blank=True, default=dict)),
-                ('duration', models.FloatField()),
-                ('completed', models.PositiveIntegerField()),
-                ('failed', models.PositiveIntegerField(default=0)),
-                ('total_input_tokens', models.PositiveBigIntegerField()),
-                ('total_output_tokens', models.PositiveBigIntegerField()),
-                ('request_throughput', models.FloatField()),
-                ('request_goodput', models.FloatField(blank=True, null=True)),
-                ('output_throughput', models.FloatField()),
-                ('total_token_throughput', models.FloatField()),
-                ('max_output_tokens_per_s', models.FloatField(blank=True, null=True)),
-                ('max_concurrent_requests', models.FloatField(blank=True, null=True)),
-                ('latency_ms', models.JSONField(default=dict)),
-                ('raw', models.JSONField(blank=True, default=dict)),
-                ('is_baseline', models.BooleanField(default=False, verbose_name='baseline')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='benchmark_runs', to='console.cluster')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "label",
+                    models.CharField(blank=True, max_length=120, verbose_name="label"),
+                ),
+                (
+                    "sweep",
+                    models.CharField(
+                        blank=True, db_index=True, max_length=40, verbose_name="sweep"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        default="import", max_length=16, verbose_name="source"
+                    ),
+                ),
+                (
+                    "target",
+                    models.CharField(
+                        default="head",
+                        help_text="head or gateway",
+                        max_length=16,
+                        verbose_name="sent to",
+                    ),
+                ),
+                ("tool", models.CharField(max_length=40, verbose_name="tool")),
+                (
+                    "tool_version",
+                    models.CharField(
+                        blank=True, max_length=40, verbose_name="tool version"
+                    ),
+                ),
+                (
+                    "date",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, verbose_name="date"
+                    ),
+                ),
+                ("model_id", models.CharField(blank=True, max_length=200)),
+                ("num_prompts", models.PositiveIntegerField(blank=True, null=True)),
+                ("request_rate", models.FloatField(blank=True, null=True)),
+                ("burstiness", models.FloatField(blank=True, null=True)),
+                ("max_concurrency", models.PositiveIntegerField(blank=True, null=True)),
+                ("input_len", models.PositiveIntegerField(blank=True, null=True)),
+                ("output_len", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "npu_count",
+                    models.PositiveIntegerField(
+                        blank=True, null=True, verbose_name="NPUs"
+                    ),
+                ),
+                (
+                    "plan_digest",
+                    models.CharField(
+                        blank=True, max_length=64, verbose_name="plan digest"
+                    ),
+                ),
+                ("engine_versions", models.JSONField(blank=True, default=dict)),
+                ("duration", models.FloatField()),
+                ("completed", models.PositiveIntegerField()),
+                ("failed", models.PositiveIntegerField(default=0)),
+                ("total_input_tokens", models.PositiveBigIntegerField()),
+                ("total_output_tokens", models.PositiveBigIntegerField()),
+                ("request_throughput", models.FloatField()),
+                ("request_goodput", models.FloatField(blank=True, null=True)),
+                ("output_throughput", models.FloatField()),
+                ("total_token_throughput", models.FloatField()),
+                ("max_output_tokens_per_s", models.FloatField(blank=True, null=True)),
+                ("max_concurrent_requests", models.FloatField(blank=True, null=True)),
+                ("latency_ms", models.JSONField(default=dict)),
+                ("raw", models.JSONField(blank=True, default=dict)),
+                (
+                    "is_baseline",
+                    models.BooleanField(default=False, verbose_name="baseline"),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="benchmark_runs",
+                        to="console.cluster",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-date', '-pk'],
+                "ordering": ["-date", "-pk"],
             },
         ),
         migrations.CreateModel(
-            name='GateRun',
+            name="GateRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trigger', models.CharField(default='manual', max_length=16, verbose_name='trigger')),
-                ('policy', models.CharField(choices=[('enforce', 'Enforce'), ('warn', 'Warn'), ('off', 'Off')], max_length=8)),
-                ('passed', models.BooleanField(verbose_name='passed')),
-                ('accuracy', models.FloatField(verbose_name='accuracy')),
-                ('baseline', models.FloatField()),
-                ('threshold', models.FloatField()),
-                ('reason', models.CharField(max_length=300, verbose_name='reason')),
-                ('samples', models.JSONField(default=list)),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='gate_runs', to='console.cluster')),
-                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "trigger",
+                    models.CharField(
+                        default="manual", max_length=16, verbose_name="trigger"
+                    ),
+                ),
+                (
+                    "policy",
+                    models.CharField(
+                        choices=[
+                            ("enforce", "Enforce"),
+                            ("warn", "Warn"),
+                            ("off", "Off"),
+                        ],
+                        max_length=8,
+                    ),
+                ),
+                ("passed", models.BooleanField(verbose_name="passed")),
+                ("accuracy", models.FloatField(verbose_name="accuracy")),
+                ("baseline", models.FloatField()),
+                ("threshold", models.FloatField()),
+                ("reason", models.CharField(max_length=300, verbose_name="reason")),
+                ("samples", models.JSONField(default=list)),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "finished_at",
+                    models.DateTimeField(default=django.utils.timezone.now),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="gate_runs",
+                        to="console.cluster",
+                    ),
+                ),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-started_at', '-pk'],
+                "ordering": ["-started_at", "-pk"],
             },
         ),
     ]

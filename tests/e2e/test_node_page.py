@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.utils import timezone
-from console.live import publish
 
+from console.live import publish
 from console.models import Cluster, Node
 from console.services.inventory import demo_seed
 from tests.alerts.helpers import ingest
