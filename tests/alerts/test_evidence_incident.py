@@ -63,7 +63,17 @@ def test_a_rank_crash_while_serving_leaves_a_bundle_naming_its_fault_first(
         lambda: Incident.objects.filter(cluster=cluster).order_by("pk").first(),
         rounds=3,
     )
-    bundle = wait_bundle(incident_id=incident.pk)
+    # the incident finds its evidence through its operations (Incident.operation_ids)
+    deadline = time.monotonic() + 90
+    bundle = None
+    while bundle is None and time.monotonic() < deadline:
+        incident.refresh_from_db()
+        bundle = EvidenceBundle.objects.filter(
+            operation_id__in=incident.operation_ids
+        ).first()
+        if bundle is None:
+            time.sleep(0.3)
+    assert bundle is not None, f"no evidence bundle for incident {incident.pk}"
     # collected before the remedy restarted anything, from all four nodes
     incident.refresh_from_db()
     # taken when the exit was noticed (or, failing that, before the remedy), and tied
