@@ -107,6 +107,24 @@ _LINK_SOURCES = {
     "roce_counters": ("hccn-910b",),
 }
 
+
+def _a3(key: str, label: str) -> ServerCapability:
+    """An A3 server (800T and 800I A3 share every link fact; _A3_WHY says why)."""
+    return ServerCapability(
+        key=key,
+        label=label,
+        family="A3",
+        chip="910_93",
+        hccs_modules=1,
+        roce_switch=IGNORED,
+        roce_switch_why=_A3_WHY,
+        hccs_counters=True,
+        hccs_bw=True,
+        roce_counters=True,
+        sources={**_LINK_SOURCES, "roce_switch": ("hccl-env-doc",)},
+    )
+
+
 CAPABILITIES: dict[str, ServerCapability] = {
     c.key: c
     for c in (
@@ -170,32 +188,8 @@ CAPABILITIES: dict[str, ServerCapability] = {
             roce_counters=None,  # the 910 build of hccn_tool was not read
             sources={**_LINK_SOURCES, "roce_switch": ("hccl-env-doc",)},
         ),
-        ServerCapability(
-            key="atlas-800t-a3",
-            label="Atlas 800T A3",
-            family="A3",
-            chip="910_93",
-            hccs_modules=1,
-            roce_switch=IGNORED,
-            roce_switch_why=_A3_WHY,
-            hccs_counters=True,
-            hccs_bw=True,
-            roce_counters=True,
-            sources={**_LINK_SOURCES, "roce_switch": ("hccl-env-doc",)},
-        ),
-        ServerCapability(
-            key="atlas-800i-a3",
-            label="Atlas 800I A3",
-            family="A3",
-            chip="910_93",
-            hccs_modules=1,
-            roce_switch=IGNORED,
-            roce_switch_why=_A3_WHY,
-            hccs_counters=True,
-            hccs_bw=True,
-            roce_counters=True,
-            sources={**_LINK_SOURCES, "roce_switch": ("hccl-env-doc",)},
-        ),
+        _a3("atlas-800t-a3", "Atlas 800T A3"),
+        _a3("atlas-800i-a3", "Atlas 800I A3"),
         ServerCapability(
             key=UNKNOWN_MODEL,
             label="Unknown server model",
