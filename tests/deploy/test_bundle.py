@@ -116,6 +116,7 @@ def write_console_env(site: Path, redis_port: int, web_port: int) -> Path:
                 "ALLOWED_HOSTS=127.0.0.1",
                 f"CSRF_TRUSTED_ORIGINS=http://127.0.0.1:{web_port}",
                 "SESSION_COOKIE_SECURE=false",
+                "SECURE_SSL_REDIRECT=false",  # plain HTTP on loopback, no TLS proxy here
                 f"CONSOLE_VAR_DIR={site}/var",
                 f"STATIC_ROOT={site}/var/static",
                 f"METRICS_TOKEN_FILE={site}/etc/metrics_token",
