@@ -21,9 +21,11 @@ class ConsoleConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_create_role_groups, sender=self)
+        # Imported in ready(): these modules import models, which need the app registry.
         from console.signals import connect_signals
 
         connect_signals()
+        # (ready(): the gateway hooks every database connection once the apps are loaded)
         from console.gateway import changes
 
         changes.install()  # writes to keys/clusters/nodes/profiles bump the gateway's cache

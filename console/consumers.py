@@ -19,6 +19,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils.translation import gettext as _
 
 from console.constants import ROLE_VIEWER
+from console.models import Operation
 from console.permissions import has_role
 from console.services.operations import operation_group
 
@@ -156,7 +157,6 @@ class OperationConsumer(AuthorizedConsumer):
 
     @database_sync_to_async
     def _exists(self, operation_id: int) -> bool:
-        from console.models import Operation
 
         return Operation.objects.filter(pk=operation_id).exists()
 

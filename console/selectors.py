@@ -8,8 +8,14 @@ from typing import Any, cast
 from django.db.models import Prefetch, QuerySet
 
 from console.models import Cluster, ClusterState, Node, NodeRole, NodeState
-from console.models.operations import Operation, OperationKind, OperationState
+from console.models.operations import (
+    Operation,
+    OperationKind,
+    OperationState,
+    OperationStep,
+)
 from console.signals import ask, critical_alerts_asked, latest_sample_asked
+from engine import compat
 from engine.capabilities import capability, remedies_for
 
 
@@ -150,8 +156,6 @@ def node_release_status(node: Node) -> dict[str, Any]:
     """Driver, image, versions against the release matrix and the weights' state of
     ``node``, for the node page: the target is its cluster profile's vllm-ascend
     version; versions and checks are those of the node's latest preflight."""
-    from console.models.operations import OperationStep
-    from engine import compat
 
     profile = node.cluster.profile if node.cluster is not None else None
     target = profile.vllm_ascend_version if profile else ""

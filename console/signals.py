@@ -91,6 +91,7 @@ def _send(group: str, event_type: str) -> None:
 
 
 def recheck_users(user_ids: Any) -> None:
+    # Late: console.consumers imports console.services.operations, which imports this module.
     from console.consumers import user_group
 
     for pk in user_ids:
@@ -127,6 +128,7 @@ def _groups_changed(
 
 
 def _logged_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    # Late: console.consumers imports console.services.operations, which imports this module.
     from console.consumers import session_group
 
     key = getattr(getattr(request, "session", None), "session_key", None)

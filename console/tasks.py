@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from console.celery import app
+from console.models import Cluster, EvidenceTrigger
+from console.services.evidence import evidence_collect
 from console.services.operations import operation_reap_interrupted
 from console.services.runbooks import run_operation
 
@@ -40,9 +42,6 @@ def evidence_collect_task(
     """Collect an evidence bundle from every node of a cluster (on demand, or after an
     engine exited); returns its id."""
     from django.contrib.auth import get_user_model
-
-    from console.models import Cluster, EvidenceTrigger
-    from console.services.evidence import evidence_collect
 
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:

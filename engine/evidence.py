@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.parsers import ParseError
+from engine.parsers.npu_smi import parse_info
 from engine.tools import ToolError, ToolResult, run_tool
 
 # Bounds: one file, one node's bundle, how many plog files, how many engine log lines.
@@ -159,8 +161,6 @@ def _tool_file(
 def _npu_count(res: ToolResult | None) -> int:
     if res is None or not res.ok:
         return 0
-    from engine.parsers import ParseError
-    from engine.parsers.npu_smi import parse_info
 
     try:
         info = parse_info(res.stdout)

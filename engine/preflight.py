@@ -17,6 +17,7 @@ from typing import Any
 from engine import compat, weights
 from engine.capabilities import UNKNOWN_MODEL, capability
 from engine.drivers import node_driver
+from engine.drivers.container import node_preflight
 from engine.parsers import ParseError
 from engine.parsers.hccn_tool import (
     parse_gateway,
@@ -430,8 +431,6 @@ def run_preflight(
     found = versions()
     extra = [compat.check(found, vllm_ascend_version)]
     if os.environ.get("ENGINE_DRIVER") == "container":
-        from engine.drivers.container import node_preflight
-
         family = capability(server.model).family
         extra += node_preflight(
             socket.gethostname(),

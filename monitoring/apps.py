@@ -14,6 +14,7 @@ class MonitoringConfig(AppConfig):
         from monitoring import receivers
 
         receivers.connect()
+        # Imported in ready(): receivers import models, which need the app registry.
         from console.signals import gate_finished
         from monitoring.alerts.gate import on_gate_finished
 

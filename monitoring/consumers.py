@@ -7,6 +7,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from console.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, AuthorizedConsumer
+from console.models import Cluster
 
 __all__ = ["CLOSE_FORBIDDEN", "ClusterConsumer", "cluster_group"]
 
@@ -36,7 +37,6 @@ class ClusterConsumer(AuthorizedConsumer):
 
     @database_sync_to_async
     def _cluster_exists(self, cluster_id: int) -> bool:
-        from console.models import Cluster
 
         return Cluster.objects.filter(pk=cluster_id).exists()
 

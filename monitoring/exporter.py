@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from console.gateway.signals import upstream_errors_total
 from console.models import Cluster, Node
 from monitoring.models import CollectRound, EngineSample, SampleError
 from monitoring.selectors import latest_for_export
@@ -326,8 +327,6 @@ def _gateway_errors_family() -> Metric:
     """Engine errors (refused, broken, 5xx) the gateway saw, per cluster: a counter."""
     import redis
     from prometheus_client.core import CounterMetricFamily
-
-    from console.gateway.signals import upstream_errors_total
 
     fam = CounterMetricFamily(
         "console_gateway_upstream_errors",

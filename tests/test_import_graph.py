@@ -146,3 +146,34 @@ def test_it_sees_imports_inside_functions_and_relative_ones(tmp_path: Path) -> N
     )
     found = [m for _, m in _imports(probe, package="engine")]
     assert "engine.sim.state" in found and "engine.sim" in found
+
+
+def unexplained_local_imports() -> list[str]:
+    """Imports of the project's own modules inside a function, with no comment on the
+    line or the two above it saying why they cannot sit at the top (issue 14)."""
+    found = []
+    for top in ("console", "engine", "monitoring"):
+        for path in _files(top):
+            if "migrations" in path.parts:
+                continue
+            lines = path.read_text().splitlines()
+            for fn in ast.walk(ast.parse("\n".join(lines))):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom):
+                        module = node.module or ""
+                    elif isinstance(node, ast.Import):
+                        module = node.names[0].name
+                    else:
+                        continue
+                    if module.split(".")[0] not in ("console", "engine", "monitoring"):
+                        continue
+                    context = lines[max(0, node.lineno - 3) : node.lineno]
+                    if not any("#" in line for line in context):
+                        found.append(f"{_rel(path)}:{node.lineno} imports {module}")
+    return found
+
+
+def test_it_finds_no_unexplained_function_local_import() -> None:
+    assert unexplained_local_imports() == []

@@ -20,6 +20,7 @@ from django.conf import settings
 
 from console.gateway.changes import VERSION_KEY
 from console.gateway.errors import GatewayError
+from console.gateway.usage import PENDING_KEY, field_prefix, usage_flush_soon
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = (
     weakref.WeakKeyDictionary()
@@ -138,7 +139,6 @@ async def spend(
 ) -> None:
     """Add a finished request's tokens to the key's window and to the usage counters
     (flushed to the database by console.gateway.usage)."""
-    from console.gateway.usage import PENDING_KEY, field_prefix
 
     start, _ = _window()
     await _script(1)(  # type: ignore[operator]
@@ -153,6 +153,4 @@ async def spend(
         ],
     )
     if not settings.GATEWAY_USAGE_FLUSH_S:
-        from console.gateway.usage import usage_flush_soon
-
         usage_flush_soon()

@@ -19,7 +19,8 @@ from django.conf import settings
 from console.engine_auth import engine_api_key
 from console.gateway import peers
 from console.gateway.errors import GatewayError
-from console.gateway.snapshot import Snapshot
+from console.gateway.ratelimit import cache_version
+from console.gateway.snapshot import Snapshot, snapshot_for
 from console.models import ClusterState, Node, NodeRole
 
 SERVING = (
@@ -105,8 +106,6 @@ def route(snap: Snapshot, model: object) -> list[Upstream]:
 
 async def upstreams_for(model: str) -> list[Upstream]:
     """``route`` on a snapshot as new as the cache version in Redis."""
-    from console.gateway.ratelimit import cache_version
-    from console.gateway.snapshot import snapshot_for
 
     return route(await snapshot_for(await cache_version()), model)
 

@@ -74,6 +74,7 @@ class Snapshot:
 
 def snapshot_load(version: int) -> Snapshot:
     """Read keys and routes from the database (sync; on the database thread)."""
+    # Late: routing imports this module (snapshot_for), and models need the app registry.
     from console.gateway import routing
     from console.models import ApiKey, Cluster
 

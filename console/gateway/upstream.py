@@ -15,6 +15,8 @@ import weakref
 import aiohttp
 from django.conf import settings
 
+from console.gateway.ratelimit import redis_close
+
 _sessions: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, aiohttp.ClientSession
 ] = weakref.WeakKeyDictionary()
@@ -44,7 +46,6 @@ def upstream_client() -> aiohttp.ClientSession:
 async def upstream_close() -> None:
     """Close the running loop's session (a loop that ends after one request: Django's
     async-to-sync path for the test client)."""
-    from console.gateway.ratelimit import redis_close
 
     session = _sessions.pop(asyncio.get_running_loop(), None)
     if session is not None:

@@ -28,6 +28,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from console.gateway import changes
+from console.gateway.snapshot import on_db_thread
 from console.models import ApiKey, ApiUsage
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,6 @@ def usage_flush_soon() -> None:
 
 
 async def _flush_async() -> None:
-    from console.gateway.snapshot import on_db_thread
 
     try:
         await on_db_thread(usage_flush)

@@ -27,6 +27,7 @@ from django.utils.translation import gettext as _
 from console.constants import ROLE_OPERATOR
 from console.consumers import AuthorizedConsumer
 from console.engine_auth import engine_headers
+from console.models import Cluster
 from console.playground.services import (
     PlaygroundRefused,
     Target,
@@ -161,7 +162,6 @@ class PlaygroundConsumer(AuthorizedConsumer):
 
     @database_sync_to_async
     def _state(self, cluster_id: int) -> dict[str, Any] | None:
-        from console.models import Cluster
 
         cluster = Cluster.objects.filter(pk=cluster_id).first()
         if cluster is None:

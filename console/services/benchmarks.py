@@ -10,13 +10,13 @@ from django.db import transaction
 
 from console.models import BenchmarkRun, Cluster
 from console.services.audit import audit_record
+from console.services.plans import cluster_plan
 from engine import bench
 from engine.plans import PlanError
 
 
 def plan_snapshot(cluster: Cluster) -> tuple[str, dict[str, Any]]:
     """(sha256 digest, {node: {argv, env}}) of the cluster's launch plan; ("", {}) if it cannot be built."""
-    from console.services.plans import cluster_plan
 
     try:
         plan = cluster_plan(cluster)

@@ -237,6 +237,7 @@ def evidence_collect_safe(**kwargs: Any) -> EvidenceBundle | None:
 
 def evidence_on_engine_exit(cluster_ids: set[int]) -> None:
     """Ingest hook: engines found exited on these clusters → collect after commit (control queue)."""
+    # Late: console.tasks imports this module (the task calls evidence_collect).
     from console.tasks import evidence_collect_task
 
     for cluster_id in sorted(cluster_ids - {0}):  # 0: a node outside any cluster

@@ -16,6 +16,7 @@ from console.constants import ROLES
 from console.models import Cluster, EngineProfile, Node, NodeRole
 from console.permissions import set_user_role
 from console.services.audit import audit_record, snapshot
+from engine.capabilities import SERVER_MODELS
 
 DEMO_MODEL = "qwen3.5"
 DEMO_PROFILES: dict[str, dict[str, Any]] = {
@@ -278,8 +279,6 @@ def node_server_model_detected(*, node: Node, detection: dict[str, Any]) -> Node
     """Store what preflight detected (engine.parsers.server_model.ServerModelDetection
     as a dict: model, evidence, ...); a system action, audited when the model changes."""
     from django.utils import timezone
-
-    from engine.capabilities import SERVER_MODELS
 
     model = str(detection.get("model") or "")
     if model not in SERVER_MODELS:

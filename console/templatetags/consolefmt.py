@@ -16,6 +16,8 @@ from django import template
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from console.opsmessages import ENGINE_STATES, catalog_for_js, render, word
+
 register = template.Library()
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -88,7 +90,6 @@ def unit(value: float | int | None, unit_name: str) -> str:
 @register.filter
 def ops(value: object) -> str:
     """Operational content (step names, …) in the reader's language: ``{{ step.name|ops }}``."""
-    from console.opsmessages import render
 
     return render(value)
 
@@ -96,7 +97,6 @@ def ops(value: object) -> str:
 @register.filter
 def engine_state(value: str | None) -> str:
     """``running`` → ``运行中`` for a zh-Hans reader."""
-    from console.opsmessages import ENGINE_STATES, word
 
     return word(ENGINE_STATES, value) or "—"
 
@@ -105,7 +105,5 @@ def engine_state(value: str | None) -> str:
 def ops_catalog_json() -> str:
     """The operational-content catalogue for format.js, as a JSON <script> element."""
     from django.utils.html import json_script
-
-    from console.opsmessages import catalog_for_js
 
     return json_script(catalog_for_js(), "ops-catalog")

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from console.models import Cluster, EvidenceBundle
 from console.permissions import role_required
+from console.tasks import evidence_collect_task
 
 
 @require_GET
@@ -30,7 +31,6 @@ def evidence_download(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required("operator")
 def evidence_collect_view(request: HttpRequest, name: str) -> HttpResponse:
     """Ask every node of the cluster for its evidence now (a control-worker task)."""
-    from console.tasks import evidence_collect_task
 
     cluster = get_object_or_404(Cluster, name=name)
     raw = request.POST.get("incident", "").strip()

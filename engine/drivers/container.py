@@ -40,7 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.compat import image, normalize, release
 from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus
+from engine.render import systemd_quote
 
 ENGINES = ("docker", "podman")
 FIXED_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
@@ -372,7 +374,6 @@ def container_env(
 ) -> dict[str, str]:
     """The plan's env of a container rank: the image of the release matrix for this
     hardware (``a2``/``a3``) and the cluster name, for the driver (not passed in)."""
-    from engine.compat import image
 
     return {
         **env,
@@ -387,7 +388,6 @@ def render_container_unit(
     """The systemd unit of a container rank: systemd runs ``docker run --rm`` in the
     foreground (one unit per rank as with the systemd driver) and stops it with
     ``docker stop --time`` (TERM: vLLM drains; KILL after the grace)."""
-    from engine.render import systemd_quote
 
     name = container_name(spec.env.get(CLUSTER_KEY, ""), spec.rank)
     run = " ".join(
@@ -428,7 +428,6 @@ def node_preflight(
     """The container checks of a node's preflight (ENGINE_DRIVER=container): the engine
     answers, the image of ``target_version`` for ``hardware`` is present with its
     version label (or CONTAINER_IMAGE), no other container holds the node's NPUs."""
-    from engine.compat import image, normalize, release
 
     if not target_version or release(target_version) is None:
         return [

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.capabilities import HONOURED, capability
 from engine.links import LINK_MODES
 
 NODE_FILE = "node.json"
@@ -81,7 +82,6 @@ class NodeConfig:
         """Does this node's HCCL move intra-server traffic to RoCE when asked?"""
         if self.honours_roce_switch is not None:
             return self.honours_roce_switch
-        from engine.capabilities import HONOURED, capability
 
         return capability(self.server_model).roce_switch == HONOURED
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from console.models import GateRun
 from monitoring.alerts.services import _notifications_create, alerts_publish
+from monitoring.alerts.tasks import notification_send_task
 from monitoring.models.alerts import (
     ACTIVE_STATES,
     Alert,
@@ -138,7 +139,6 @@ def gate_alert_apply(run: GateRun) -> Alert | None:
 
 
 def _after(alert: Alert, notification_ids: list[int]) -> None:
-    from monitoring.alerts.tasks import notification_send_task
 
     for pk in notification_ids:
         notification_send_task.delay(pk)

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 
+from console.gateway.signals import upstream_errors_take
 from console.models import Cluster, ClusterState, Node, NodeState
 from monitoring.alerts.rules import Observation
 from monitoring.models import EngineSample, NodeLatest, ScrapeState
@@ -25,8 +26,6 @@ ROCE_OK_HEALTH = {
 def _gateway_errors() -> dict[int, int] | None:
     """Engine errors the gateway counted since the last evaluation (None when Redis is down: no value)."""
     import redis
-
-    from console.gateway.signals import upstream_errors_take
 
     try:
         return upstream_errors_take(

@@ -22,7 +22,7 @@ from monitoring.alerts.rules import (
     evaluate,
     silence_matches,
 )
-from monitoring.alerts.selectors import observations_collect
+from monitoring.alerts.selectors import firing_counts, observations_collect
 from monitoring.models.alerts import (
     ACTIVE_STATES,
     SEVERITY_RANK,
@@ -332,7 +332,6 @@ def alerts_publish(alerts: list[Alert]) -> None:
     """Push ``alert.update`` to the alerts group and each alert's cluster group, with the banner count."""
     if not alerts:
         return
-    from monitoring.alerts.selectors import firing_counts
 
     counts = firing_counts()
     count, warnings = counts["critical"], counts["warning"]

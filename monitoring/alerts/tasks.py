@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from console.celery import app
+from monitoring.alerts.alertmanager import alertmanager_resend
 from monitoring.alerts.notify import notification_deliver
 from monitoring.alerts.services import alerts_evaluate
 from monitoring.alerts.transport import TransportError
@@ -42,7 +43,6 @@ def notification_send_task(self: Any, notification_id: int) -> str:
 @app.task(name="monitoring.alertmanager_resend", ignore_result=True)
 def alertmanager_resend_task() -> int:
     """Keep open alerts alive in the site's Alertmanager (see monitoring.alerts.alertmanager)."""
-    from monitoring.alerts.alertmanager import alertmanager_resend
 
     return alertmanager_resend()
 

@@ -598,6 +598,7 @@ def build_app(state: ServerState) -> web.Application:
         except ValueError as exc:
             raise ApiError(400, str(exc), "tokens") from None
 
+    # Late: engine.sim.vllm.messages imports this module (ApiError).
     from engine.sim.vllm.messages import (
         messages_routes,
     )  # the Anthropic routes share the helpers above
