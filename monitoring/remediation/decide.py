@@ -32,6 +32,7 @@ from monitoring.models.alerts import (
     RemediationAction,
     RemediationPolicy,
 )
+from monitoring.remediation.links import link_remedy_choose
 from monitoring.remediation.timeline import (
     _OPERATION_OF_ACTION,
     NEVER_ACT_ON,
@@ -112,6 +113,13 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
         if reason:
             _set(incident, state=IncidentState.SKIPPED, summary=reason)
             _note(incident, "skip", f"no action: {reason}")
+            return incident
+        if (
+            incident.action == RemediationAction.FAILOVER
+            and incident.node is not None
+            and incident.node.link_mode != LinkMode.ROCE
+            and not link_remedy_choose(incident)
+        ):  # HCCS loss: the remedy comes from the server model's capabilities
             return incident
         problem = _precondition(incident)
         if problem:
@@ -280,8 +288,11 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     # "remedy": the runbook keeps the dead engine's evidence before it restarts anything
     params: dict[str, Any] = {"remedy": True}
     if incident.action == RemediationAction.FAILOVER and node is not None:
+        # the same HCCL_INTRA_* pair on every rank: vllm-ascend reads it in each rank
+        # (engine.plans.LINK_PAIR_REASON); the lossy node's switch is the one verified
         params.update(
-            link_modes={node.name: LinkMode.ROCE.value}, verify_node=node.name
+            link_modes={n.name: LinkMode.ROCE.value for n in cluster.ranked_nodes()},
+            verify_node=node.name,
         )
     elif incident.action == RemediationAction.REPLACE and node is not None:
         params.update(node=node.name)

@@ -55,6 +55,8 @@ class Run:
         self.unconfirmed_down: list[str] = []  # nodes a stop could not confirm down
         self.plan: ClusterPlan | None = None
         self.replace: dict[str, Any] | None = None
+        # failover: the verified node's two collect samples before the change (remedies.py)
+        self.link_baseline: tuple[dict[str, Any], dict[str, Any]] | None = None
         self.result: dict[str, Any] = {}
 
     # -- step bookkeeping -----------------------------------------------------------
