@@ -19,6 +19,7 @@ from engine.capabilities import (
     NO,
     ROCE_FAILOVER,
     SOURCES,
+    UNKNOWN_MODEL,
     YES,
     Remedy,
     capability,
@@ -45,7 +46,10 @@ def link_remedies(node: Node) -> tuple[str, list[Remedy]]:
     counters = None if not data else not data.get("hccs_unsupported")
     remedies = remedies_for(
         model,
-        spare_available=spare is not None and spare.effective_server_model == model,
+        # a spare never preflighted yet is checked by the replace runbook's spare
+        # preflight, which refuses one whose detected model differs (remedies.py)
+        spare_available=spare is not None
+        and spare.effective_server_model in (model, UNKNOWN_MODEL),
         hccs_counters_supported=counters,
         last_start_s=last_start_seconds(node.cluster),
     )
@@ -79,10 +83,6 @@ def link_remedies(node: Node) -> tuple[str, list[Remedy]]:
     return model, remedies
 
 
-def _cite(remedy: Remedy) -> str:
-    return "; ".join(SOURCES[s] for s in remedy.sources if s in SOURCES)
-
-
 def link_remedy_choose(incident: Incident, *, tried: tuple[str, ...] = ()) -> bool:
     """Set the incident's action to the next remedy that can work on this hardware and
     say why on its timeline; escalate (False) when none is left."""
@@ -103,9 +103,16 @@ def link_remedy_choose(incident: Incident, *, tried: tuple[str, ...] = ()) -> bo
         for r in remedies
         if r.key not in (chosen.key, ESCALATE, *tried) and r.can_work != YES
     ]
+    # the source first: the timeline line is cut at 500 characters (the full
+    # statement, every remedy with its sources, is in the event's data)
     why_not = " ".join(
-        f"Not run: {r.key} (can work here: {r.can_work}): {r.why}"
-        + (f" [source: {_cite(r)}]" if _cite(r) else "")
+        f"Not run: {r.key} (can work here: {r.can_work}"
+        + (
+            f"; source: {SOURCES[r.sources[0]]}"
+            if r.sources and r.sources[0] in SOURCES
+            else ""
+        )
+        + f"): {r.why}"
         for r in skipped
     )
     if chosen.key == ESCALATE:
@@ -121,7 +128,7 @@ def link_remedy_choose(incident: Incident, *, tried: tuple[str, ...] = ()) -> bo
     _note(
         incident,
         "remedy",
-        f"{node.name} ({label}): {chosen.key} — {chosen.why} {why_not}",
+        f"{node.name} ({label}): {chosen.key}. {why_not}".strip(),
         chosen=chosen.key,
         **evidence,
     )

@@ -20,6 +20,7 @@ from console.models.operations import (
 )
 from console.selectors import spare_for
 from console.services.agents import AgentUnreachable
+from console.services.inventory import node_server_model_detected
 from console.services.runbooks.base import Run
 from engine.link_verify import hccs_rate, roce_rate
 from engine.link_verify import verify_link_switch as link_verify_switch
@@ -202,6 +203,19 @@ def replace_spare_preflight(run: Run, step: OperationStep) -> None:
     except AgentUnreachable as exc:
         raise run.fail(step, f"{spare.name}: {exc}") from None
     failed = [c for c in answer["checks"] if c["status"] == "fail"]
+    if isinstance(answer.get("server_model"), dict):
+        spare = node_server_model_detected(node=spare, detection=answer["server_model"])
+        old = run.replace["old"]
+        want = old.effective_server_model
+        if spare.effective_server_model != want:
+            # the engine's ranks keep one link layout (engine.capabilities remedies_for)
+            failed.append(
+                {
+                    "name": "server model",
+                    "evidence": f"{spare.name} is {spare.effective_server_model}, "
+                    f"{old.name} is {want}: a spare must be the same server model",
+                }
+            )
     if failed:
         raise run.fail(
             step,
