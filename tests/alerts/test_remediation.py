@@ -363,8 +363,11 @@ def test_on_a_box16_with_hccs_counters_unsupported_the_verdict_is_cannot_verify_
 def test_hccs_loss_with_a_roce_port_down_escalates_without_restarting(
     running: tuple[Cluster, Path],
 ) -> None:
-    cluster, _ = running
+    cluster, state_dir = running
     node = cluster.ranked_nodes()[2]
+    # a Box16 with no spare: the RoCE failover is the only remedy, and its ports are down
+    as_server_model(cluster, state_dir, [n.name for n in cluster.ranked_nodes()], BOX16)
+    Node.objects.filter(name="rem-spare").delete()
     agent_call(node, "sim.inject", fault="roce-down")
     alert, _ = inject_hccs_loss(node, cluster)
     incident = wait_incident(
