@@ -640,3 +640,99 @@ def test_cooldown_and_hourly_cap_refuse_further_automatic_actions(
         and capped.state == IncidentState.SKIPPED
         and "in the last hour" in capped.summary
     )
+
+
+def test_hccs_loss_on_an_800t_a2_without_a_spare_escalates_with_the_options(
+    firing_alert: Callable[..., Alert],
+) -> None:
+    from monitoring import remediation
+
+    alert = firing_alert("HCCS link loss", policy="auto")
+    assert alert.cluster is not None
+    alert.cluster.nodes.update(detected_server_model="atlas-800t-a2")
+    incident = remediation.alert_firing(alert)
+    assert incident is not None and incident.state == IncidentState.ESCALATED
+    assert not Operation.objects.filter(cluster=alert.cluster).exists()
+    alert.refresh_from_db()
+    assert alert.severity == "critical" and alert.message.startswith("ESCALATED")
+    (event,) = [e for e in alert.events.all() if e.data.get("decision") == "escalate"]
+    assert "no remedy that can have an effect is left" in event.message
+    assert "Not run: replace_with_spare (can work here: no" in event.message
+    assert "Not run: roce_failover (can work here: no; source: hicann/hccl" in (
+        event.message
+    )
+    # the options, each with whether it can work here and why
+    assert [r["key"] for r in event.data["remedies"]] == [
+        "replace_with_spare",
+        "roce_failover",
+        "escalate",
+    ]
+    assert "1. replace_with_spare — can work here: no" in event.data["statement"]
+
+
+def test_automatic_mode_runs_no_remedy_on_an_unknown_server_model(
+    firing_alert: Callable[..., Alert],
+) -> None:
+    from monitoring import remediation
+
+    alert = firing_alert("HCCS link loss", policy="auto")
+    add_spare("pol-spare", alert.node)  # type: ignore[arg-type]
+    # never preflighted: whether HCCL honours the switch, and "same model", are unknown
+    assert alert.node is not None and alert.node.effective_server_model == "unknown"
+    incident = remediation.alert_firing(alert)
+    assert incident is not None and incident.state == IncidentState.ESCALATED
+    assert not Operation.objects.filter(cluster=alert.cluster).exists()
+    assert "(can work here: unknown" in incident.summary
+
+
+def _roce(pkts: int) -> list[dict[str, Any]]:
+    return [{"npu": 0, "stat": {"roce_tx_all_pkt_num": pkts}}]
+
+
+def _hccs(tx: int) -> list[dict[str, Any]]:
+    return [{"npu": 0, "chip": 0, "links": [{"index": 0, "tx_packets": tx}]}]
+
+
+def test_no_code_path_marks_a_link_switch_verified_from_zero_hccs_samples() -> None:
+    """Every way a window can hold no HCCS sample, while RoCE counters grow fast and
+    peers are busy (what fooled the old check): never a pass, always 'cannot verify'."""
+    from console.services.runbooks.remedies import NO_BASELINE
+    from engine.link_verify import CANNOT_VERIFY, verify_link_switch
+
+    def w(t0: float, hccs: Any, roce: int, **extra: Any) -> tuple[dict, dict]:
+        a = {"collected_at": t0, "roce": _roce(roce), **extra}
+        b = {"collected_at": t0 + 2, "roce": _roce(roce + 10**7), **extra}
+        if hccs is not None:
+            a["hccs"], b["hccs"] = hccs, hccs
+        return a, b
+
+    busy = w(10.0, _hccs(0), 0)
+    busy = ({**busy[0], "hccs": _hccs(0)}, {**busy[1], "hccs": _hccs(10**7)})
+    zero_windows = [
+        w(0.0, None, 0),  # no "hccs" key at all
+        w(0.0, [], 0),  # npu-smi answered nothing
+        w(0.0, [{"npu": 0, "chip": 0, "links": []}], 0),  # chips but no links
+        w(0.0, _hccs(5), 0, hccs_unsupported=True),  # unsupported flag wins
+        NO_BASELINE,  # the runbook had no baseline
+    ]
+    for before in zero_windows:
+        for after in zero_windows[:-1]:
+            verdict = verify_link_switch(
+                before,
+                w(
+                    10.0,
+                    after[0].get("hccs"),
+                    0,
+                    **{k: v for k, v in after[0].items() if k == "hccs_unsupported"},
+                ),
+                [busy],
+            )
+            assert not verdict.ok and verdict.status == CANNOT_VERIFY, (before, after)
+            assert verdict.to_dict()["ok"] is False
+    # and with a real baseline but zero samples after the change
+    real = (
+        {"collected_at": 0.0, "hccs": _hccs(0)},
+        {"collected_at": 2.0, "hccs": _hccs(10**6)},
+    )
+    for after in zero_windows[:-1]:
+        assert verify_link_switch(real, after, [busy]).status == CANNOT_VERIFY

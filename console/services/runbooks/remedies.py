@@ -34,6 +34,13 @@ from engine.link_verify import verify_link_switch as link_verify_switch
 # no traffic) is never a pass: the incident takes the next remedy or escalates.
 
 
+# A window with no HCCS sample at all: what the verdict gets when no baseline was taken.
+NO_BASELINE: tuple[dict[str, Any], dict[str, Any]] = (
+    {"collected_at": 0.0, "hccs": []},
+    {"collected_at": 0.0, "hccs": []},
+)
+
+
 @contextmanager
 def _traffic(run: Run) -> Iterator[None]:
     """Requests through the engine while the counters are read (loss is a rate over traffic)."""
@@ -117,10 +124,7 @@ def verify_link_switch(run: Run, step: OperationStep, node_name: str) -> None:
     run.begin(step)
     node = next(n for n in run.nodes if n.name == node_name)
     windows = _windows(run, list(run.nodes))
-    before = run.link_baseline
-    if before is None:  # no baseline was taken: nothing to compare with
-        empty: dict[str, Any] = {"collected_at": 0.0, "hccs": []}
-        before = (empty, empty)
+    before = run.link_baseline or NO_BASELINE  # none taken: nothing to compare with
     verdict = link_verify_switch(
         before,
         windows[node_name],
