@@ -18,6 +18,7 @@ from console.services.operations import (
     OperationRefused,
     operation_start,
 )
+from engine.capabilities import ROCE_FAILOVER
 
 # One definition of a healthy RoCE port for the alert rules and the failover precondition.
 from monitoring.alerts.selectors import ROCE_OK_HEALTH
@@ -122,6 +123,19 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
         ):  # HCCS loss: the remedy comes from the server model's capabilities
             return incident
         problem = _precondition(incident)
+        if (
+            problem
+            and incident.action == RemediationAction.FAILOVER
+            and incident.node is not None
+        ):  # e.g. its RoCE ports are down: the next remedy that can work, if any
+            _note(
+                incident, "next", f"{problem[0]}: trying the next remedy", **problem[1]
+            )
+            if not link_remedy_choose(
+                incident, tried=(ROCE_FAILOVER,), because=problem[0], **problem[1]
+            ):
+                return incident
+            problem = _precondition(incident)
         if problem:
             return _escalate(incident, problem[0], **problem[1])
         if incident.policy == RemediationPolicy.ASK:

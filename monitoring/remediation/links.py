@@ -83,9 +83,16 @@ def link_remedies(node: Node) -> tuple[str, list[Remedy]]:
     return model, remedies
 
 
-def link_remedy_choose(incident: Incident, *, tried: tuple[str, ...] = ()) -> bool:
+def link_remedy_choose(
+    incident: Incident,
+    *,
+    tried: tuple[str, ...] = (),
+    because: str = "",
+    **more: Any,
+) -> bool:
     """Set the incident's action to the next remedy that can work on this hardware and
-    say why on its timeline; escalate (False) when none is left."""
+    say why on its timeline; escalate (False) when none is left. ``because``/``more``:
+    why the previous remedy could not go ahead, and its evidence."""
     node = incident.node
     assert node is not None
     model, remedies = link_remedies(node)
@@ -96,6 +103,7 @@ def link_remedy_choose(incident: Incident, *, tried: tuple[str, ...] = ()) -> bo
         "remedies": [r.to_dict() for r in remedies],
         "statement": statement,
         "tried": list(tried),
+        **more,
     }
     chosen = next_remedy(remedies, tried)
     skipped = [
@@ -118,7 +126,8 @@ def link_remedy_choose(incident: Incident, *, tried: tuple[str, ...] = ()) -> bo
     if chosen.key == ESCALATE:
         _escalate(
             incident,
-            f"{node.name} ({label}): no remedy that can have an effect is left"
+            (f"{because}. " if because else "")
+            + f"{node.name} ({label}): no remedy that can have an effect is left"
             + (f" after {', '.join(tried)}" if tried else "")
             + f". {why_not} Options: {statement}",
             **evidence,

@@ -385,6 +385,32 @@ def test_hccs_loss_with_a_roce_port_down_escalates_without_restarting(
     assert node.link_mode == "hccs"
 
 
+def test_on_a_box16_with_a_roce_port_down_the_spare_is_the_next_remedy(
+    running: tuple[Cluster, Path],
+) -> None:
+    cluster, state_dir = running
+    node = cluster.ranked_nodes()[2]
+    names = [n.name for n in cluster.ranked_nodes()]
+    as_server_model(cluster, state_dir, [*names, "rem-spare"], BOX16)
+    agent_call(node, "sim.inject", fault="roce-down")
+    alert, _ = inject_hccs_loss(node, cluster)
+    incident = wait_incident(
+        Incident.objects.get(alert=alert).pk,
+        (IncidentState.RECOVERED, IncidentState.ESCALATED),
+        timeout=240,
+    )
+    assert incident.state == IncidentState.RECOVERED, incident.summary
+    assert not Operation.objects.filter(cluster=cluster, kind="failover").exists()
+    (replace,) = (Operation.objects.get(pk=pk) for pk in incident.operation_ids)
+    assert replace.kind == "replace" and replace.state == OperationState.SUCCEEDED
+    nxt = [e for e in alert.events.all() if e.data.get("decision") == "next"]
+    assert nxt and "RoCE ports are not healthy" in nxt[0].message
+    assert nxt[0].data["roce_bad"]  # the evidence: which ports
+    chose = remedy_notes(alert)
+    assert [e.data["chosen"] for e in chose] == ["roce_failover", "replace_with_spare"]
+    assert {n.link_mode for n in cluster.ranked_nodes()} == {"hccs"}
+
+
 def test_a_crashed_head_restarts_with_backoff_and_a_crash_loop_escalates(
     running: tuple[Cluster, Path],
 ) -> None:
