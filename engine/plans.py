@@ -619,8 +619,8 @@ def build_plan(
                 env=_node_env(profile, node, used_npus, n, console_health_timeout_s),
             )
         )
-    for problem in link_pair_errors(plans):
-        errors["link_mode"].append(problem)
+    for refusal in link_pair_errors(plans):
+        errors["link_mode"].append(refusal)
     warnings: list[str] = []
     for finding in check_timeouts(
         plans[0].env,
