@@ -534,6 +534,10 @@ def test_a_cannot_verify_verdict_is_not_a_pass_and_takes_the_next_remedy_or_esca
     assert replace.params["node"] == node.name and incident.operation_id == replace.pk
     page = login(operator).get(f"/alerts/incidents/{incident.pk}/").content.decode()
     assert "无法验证切换——这不算通过" in page  # the UI default is zh-Hans
+    # the options as stated before the spare ran: each remedy, can it work here, downtime
+    assert 'class="remedy-statement small"' in page
+    assert "Server model: Atlas 200T A2 Box16." in page
+    assert "2. replace_with_spare — can work here: yes; expected downtime" in page
 
 
 def test_the_migration_links_each_incident_to_its_latest_operation_from_the_old_json_key(
