@@ -560,9 +560,8 @@ def link_pair_errors(plans: list[NodePlan]) -> list[str]:
 
     Every node plan of one engine must have the same (HCCL_INTRA_PCIE_ENABLE,
     HCCL_INTRA_ROCE_ENABLE) pair; see LINK_PAIR_REASON. Returns [] when consistent.
-    Not yet called by build_plan: today's failover runbook moves only the lossy node to
-    RoCE; once it applies the pair to every rank, build_plan adds these to
-    errors["link_mode"] (issue 13).
+    build_plan adds these to errors["link_mode"]: the failover, fail-back and replace
+    runbooks apply one pair to every rank (issue 13).
     """
     pairs: dict[tuple[str | None, ...], list[str]] = defaultdict(list)
     for plan in plans:
@@ -620,6 +619,8 @@ def build_plan(
                 env=_node_env(profile, node, used_npus, n, console_health_timeout_s),
             )
         )
+    for refusal in link_pair_errors(plans):
+        errors["link_mode"].append(refusal)
     warnings: list[str] = []
     for finding in check_timeouts(
         plans[0].env,

@@ -18,6 +18,7 @@ from console.models import (
 )
 from console.permissions import has_role
 from console.services.audit import mask_env
+from engine.plans import LINK_PAIR_REASON
 
 
 class OperationStepSerializer(serializers.ModelSerializer):
@@ -155,6 +156,21 @@ class OperationCreateSerializer(serializers.Serializer):
                     {
                         "link_modes": [
                             f"Not nodes of {cluster.name}: {', '.join(unknown)}."
+                        ]
+                    }
+                )
+            # one HCCL_INTRA_* pair per engine (engine.plans.link_pair_errors)
+            modes = {
+                links.get(name, mode)
+                for name, mode in cluster.nodes.values_list("name", "link_mode")
+            }
+            if len(modes) > 1:
+                raise serializers.ValidationError(
+                    {
+                        "link_modes": [
+                            "Every node of the engine needs the same link mode "
+                            f"(give all of {', '.join(sorted(members))} one of hccs|roce): "
+                            f"{LINK_PAIR_REASON}."
                         ]
                     }
                 )

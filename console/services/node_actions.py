@@ -185,7 +185,11 @@ def hccs_evidence(node: Node) -> dict[str, Any]:
 def cluster_failback(
     *, cluster: Cluster, user: Any, reason: str, request: Any = None, source: str = "ui"
 ) -> Operation:
-    """Start a manual failover that moves every node on RoCE back to HCCS (never automatic)."""
+    """Start a manual failover that moves the engine back to HCCS (never automatic).
+
+    Every rank gets the HCCS pair, not only those on RoCE: vllm-ascend reads the
+    HCCL_INTRA_* pair in every rank (engine.plans.link_pair_errors refuses mixed pairs).
+    """
     nodes = list(cluster.nodes.filter(link_mode=LinkMode.ROCE).order_by("rank"))
     if not nodes:
         raise ActionRefused(
@@ -199,7 +203,9 @@ def cluster_failback(
         reason=reason or f"fail back to HCCS: {', '.join(n.name for n in nodes)}",
         source=source,
         params={
-            "link_modes": {n.name: LinkMode.HCCS.value for n in nodes},
+            "link_modes": {
+                n.name: LinkMode.HCCS.value for n in cluster.nodes.order_by("rank")
+            },
             "failback": evidence,
         },
         request=request,

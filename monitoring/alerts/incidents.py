@@ -81,7 +81,14 @@ def incident_timeline(incident: Incident) -> list[dict[str, Any]]:
         ("resolved", _("Alert resolved"), incident.resolved_at),
     ]
     rows: list[dict[str, Any]] = [
-        {"kind": kind, "label": str(label), "at": at, "message": "", "actor": None}
+        {
+            "kind": kind,
+            "label": str(label),
+            "at": at,
+            "message": "",
+            "actor": None,
+            "statement": "",
+        }
         for kind, label, at in milestones
         if at is not None
     ]
@@ -99,6 +106,9 @@ def incident_timeline(incident: Incident) -> list[dict[str, Any]]:
                 "at": event.at,
                 "message": event.message,
                 "actor": event.actor.username if event.actor else None,
+                # a link-fault remedy choice: every remedy, whether it can work here,
+                # its expected downtime and sources (engine.capabilities.remedy_statement)
+                "statement": str((event.data or {}).get("statement") or ""),
             }
         )
     rows.sort(key=lambda r: (r["at"], not r["kind"].startswith("decision")))

@@ -18,6 +18,7 @@ from console.services.operations import (
     OperationRefused,
     operation_start,
 )
+from engine.capabilities import ROCE_FAILOVER
 
 # One definition of a healthy RoCE port for the alert rules and the failover precondition.
 from monitoring.alerts.selectors import ROCE_OK_HEALTH
@@ -32,6 +33,7 @@ from monitoring.models.alerts import (
     RemediationAction,
     RemediationPolicy,
 )
+from monitoring.remediation.links import link_remedy_choose
 from monitoring.remediation.timeline import (
     _OPERATION_OF_ACTION,
     NEVER_ACT_ON,
@@ -113,7 +115,27 @@ def alert_firing(alert: Alert, *, now: datetime | None = None) -> Incident | Non
             _set(incident, state=IncidentState.SKIPPED, summary=reason)
             _note(incident, "skip", f"no action: {reason}")
             return incident
+        if (
+            incident.action == RemediationAction.FAILOVER
+            and incident.node is not None
+            and incident.node.link_mode != LinkMode.ROCE
+            and not link_remedy_choose(incident)
+        ):  # HCCS loss: the remedy comes from the server model's capabilities
+            return incident
         problem = _precondition(incident)
+        if (
+            problem
+            and incident.action == RemediationAction.FAILOVER
+            and incident.node is not None
+        ):  # e.g. its RoCE ports are down: the next remedy that can work, if any
+            _note(
+                incident, "next", f"{problem[0]}: trying the next remedy", **problem[1]
+            )
+            if not link_remedy_choose(
+                incident, tried=(ROCE_FAILOVER,), because=problem[0], **problem[1]
+            ):
+                return incident
+            problem = _precondition(incident)
         if problem:
             return _escalate(incident, problem[0], **problem[1])
         if incident.policy == RemediationPolicy.ASK:
@@ -280,8 +302,11 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
     # "remedy": the runbook keeps the dead engine's evidence before it restarts anything
     params: dict[str, Any] = {"remedy": True}
     if incident.action == RemediationAction.FAILOVER and node is not None:
+        # the same HCCL_INTRA_* pair on every rank: vllm-ascend reads it in each rank
+        # (engine.plans.LINK_PAIR_REASON); the lossy node's switch is the one verified
         params.update(
-            link_modes={node.name: LinkMode.ROCE.value}, verify_node=node.name
+            link_modes={n.name: LinkMode.ROCE.value for n in cluster.ranked_nodes()},
+            verify_node=node.name,
         )
     elif incident.action == RemediationAction.REPLACE and node is not None:
         params.update(node=node.name)

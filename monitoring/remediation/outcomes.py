@@ -7,6 +7,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models.operations import Operation, OperationState
+from engine.capabilities import ROCE_FAILOVER
+from engine.link_verify import CANNOT_VERIFY
 from monitoring.models.alerts import (
     Alert,
     AlertEvent,
@@ -20,6 +22,7 @@ from monitoring.remediation.decide import (
     _execute,
     _precondition,
 )
+from monitoring.remediation.links import link_remedy_choose
 from monitoring.remediation.timeline import (
     _escalate,
     _note,
@@ -69,32 +72,29 @@ def _succeeded(incident: Incident, op: Operation) -> None:
     verification = (op.result or {}).get("verification")
     if incident.action == RemediationAction.FAILOVER and verification is not None:
         _set(incident, verification=verification)
-        if verification.get("ok") is None:
-            # no traffic on either link: replacing a node on no evidence would be a guess
-            _set(incident, healthy_at=op.finished_at)
-            _escalate(
-                incident,
-                f"failover verification inconclusive: {verification.get('detail', '')}; "
-                "the engine is healthy on RoCE, check the node's traffic by hand",
-                verification=verification,
-            )
-            return
+        node = incident.node
         if not verification.get("ok"):
-            node = incident.node
+            # "cannot verify" is not a pass: the engine is healthy, the fault is not known gone
+            status = verification.get("status", "not_switched")
+            said = (
+                "the switch to RoCE cannot be verified"
+                if status == CANNOT_VERIFY
+                else "the switch to RoCE did not take effect"
+            )
             _note(
                 incident,
                 "verify",
-                f"the switch to RoCE did not take effect on {node.name if node else '?'}: {verification.get('detail', '')} "
-                "(whether HCCL honours HCCL_INTRA_ROCE_ENABLE depends on hardware, CANN version and operator path); "
-                "moving to the second remedy: replace the node with a spare",
+                f"{said} on {node.name if node else '?'} ({status}): "
+                f"{verification.get('detail', '')} Moving to the next remedy.",
                 verification=verification,
             )
+            _set(incident, healthy_at=op.finished_at)
             _second_remedy(incident)
             return
         _note(
             incident,
             "verify",
-            f"verified: {verification.get('detail', '')}",
+            f"verified ({verification.get('status')}): {verification.get('detail', '')}",
             verification=verification,
         )
     _set(
@@ -182,7 +182,7 @@ def _failed(incident: Incident, op: Operation) -> None:
         _note(
             incident,
             "next",
-            f"{what}; moving to the second remedy: replace the node with a spare",
+            f"{what}; moving to the next remedy",
         )
         _second_remedy(incident)
         return
@@ -190,8 +190,14 @@ def _failed(incident: Incident, op: Operation) -> None:
 
 
 def _second_remedy(incident: Incident) -> None:
-    """The failover did not hold: a spare of the same hardware takes the node's rank."""
-    _set(incident, action=RemediationAction.REPLACE)
+    """The failover did not hold (failed, not switched, or cannot verify): the next
+    remedy that can work on this hardware (a same-model spare), else escalate."""
+    if incident.node is None or not link_remedy_choose(
+        incident, tried=(ROCE_FAILOVER,)
+    ):
+        if incident.state != IncidentState.ESCALATED:
+            _escalate(incident, "no next remedy for a cluster-wide alert")
+        return
     problem = _precondition(incident)
     if problem:
         _escalate(incident, problem[0], **problem[1])

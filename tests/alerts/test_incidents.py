@@ -312,7 +312,8 @@ def test_failback_is_a_manual_failover_back_to_hccs_with_the_evidence(
     op = Operation.objects.get(pk=created.json()["id"])
     assert (
         op.kind == "failover"
-        and op.params["link_modes"] == {node.name: "hccs"}
+        # every rank gets the HCCS pair, not only the node that was on RoCE
+        and op.params["link_modes"] == {n.name: "hccs" for n in cluster.ranked_nodes()}
         and op.reason == "cable replaced"
     )
     assert (
@@ -468,12 +469,14 @@ def test_an_interrupted_operation_escalates_instead_of_retrying(
     assert Operation.objects.filter(cluster=ask_incident.cluster).count() == 1
 
 
-def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(
+def test_a_cannot_verify_verdict_is_not_a_pass_and_takes_the_next_remedy_or_escalates(
     cluster: Cluster, operator: Any
 ) -> None:
     from monitoring import remediation
 
     node = cluster.ranked_nodes()[2]
+    # a Box16 engine (the RoCE failover can work there; it ran and could not be verified)
+    cluster.nodes.update(detected_server_model="atlas-200t-a2-box16")
     rule = AlertRule.objects.get(name="HCCS link loss")
     now = timezone.now()
     alert = Alert.objects.create(
@@ -495,12 +498,13 @@ def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(
         finished_at=now + timedelta(seconds=8),
         result={
             "verification": {
-                "ok": None,
+                "ok": False,
+                "status": "cannot_verify",
+                "reason": "Cannot verify the switch: npu-smi info -t hccs is unsupported",
+                "evidence": {"hccs_pps_before": None, "hccs_pps_after": None},
                 "node": node.name,
                 "window_s": 4.0,
-                "hccs_delta": 0,
-                "roce_delta": 0,
-                "detail": "no packet on either link: inconclusive",
+                "detail": "Cannot verify the switch: npu-smi info -t hccs is unsupported",
             }
         },
     )
@@ -518,13 +522,22 @@ def test_an_inconclusive_verification_escalates_instead_of_replacing_the_node(
     )
     remediation.operation_finished(op.pk)
     incident.refresh_from_db()
-    assert (
-        incident.state == IncidentState.ESCALATED and incident.action == "failover"
-    )  # not moved on to replace
-    assert "inconclusive" in incident.summary and incident.healthy_at is not None
-    assert not Operation.objects.filter(kind="replace").exists()
+    # never RECOVERED on it: the next remedy that can work here (the demo's spare) runs
+    assert incident.state == IncidentState.RUNNING and incident.action == "replace"
+    assert incident.healthy_at is not None  # the engine itself came back
+    said = [e.message for e in alert.events.all() if e.data.get("decision") == "verify"]
+    assert said and "cannot be verified" in said[0] and "next remedy" in said[0]
+    chose = [e for e in alert.events.all() if e.data.get("decision") == "remedy"]
+    assert chose and chose[0].data["chosen"] == "replace_with_spare"
+    assert chose[0].data["tried"] == ["roce_failover"]
+    (replace,) = Operation.objects.filter(kind="replace")
+    assert replace.params["node"] == node.name and incident.operation_id == replace.pk
     page = login(operator).get(f"/alerts/incidents/{incident.pk}/").content.decode()
-    assert "无法判定：两条链路上都没有观察到流量。" in page  # the UI default is zh-Hans
+    assert "无法验证切换——这不算通过" in page  # the UI default is zh-Hans
+    # the options as stated before the spare ran: each remedy, can it work here, downtime
+    assert 'class="remedy-statement small"' in page
+    assert "Server model: Atlas 200T A2 Box16." in page
+    assert "2. replace_with_spare — can work here: yes; expected downtime" in page
 
 
 def test_the_migration_links_each_incident_to_its_latest_operation_from_the_old_json_key(

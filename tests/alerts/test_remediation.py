@@ -20,7 +20,13 @@ from console.models.operations import Operation, OperationState
 from console.services.agents import agent_call
 from console.services.operations import operation_start
 from engine.sim.state import load_config, node_dir, save_config
-from monitoring.models.alerts import Alert, AlertRule, Incident, IncidentState
+from monitoring.models.alerts import (
+    Alert,
+    AlertEvent,
+    AlertRule,
+    Incident,
+    IncidentState,
+)
 from monitoring.tasks import collect_round_task
 from tests.agents import agents, control_worker
 from tests.alerts.test_end_to_end import Traffic
@@ -150,16 +156,39 @@ def inject_hccs_loss(node: Node, cluster: Cluster) -> tuple[Alert, int]:
         )
 
 
-def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(
+BOX16 = "atlas-200t-a2-box16"
+
+
+def as_server_model(
+    cluster: Cluster, state_dir: Path, names: list[str], model: str
+) -> None:
+    """Make the sim nodes ``names`` that server model, and let a preflight detect it."""
+    for name in names:
+        d = node_dir(name, base=state_dir)
+        cfg = load_config(d)
+        cfg.server_model = model
+        save_config(d, cfg)
+    wait_op(
+        operation_start(
+            cluster=cluster, kind="preflight", user=make_user("pre", "operator")
+        )
+    )
+    for node in cluster.ranked_nodes():  # detected from the sim's dmidecode / npu-smi
+        assert node.detected_server_model == model, node.name
+
+
+def remedy_notes(alert: Alert) -> list[AlertEvent]:
+    return [e for e in alert.events.all() if e.data.get("decision") == "remedy"]
+
+
+def test_on_a_box16_hccs_loss_fails_over_every_rank_to_roce_verifies_and_resolves(
     running: tuple[Cluster, Path],
 ) -> None:
     cluster, state_dir = running
     node = cluster.ranked_nodes()[2]
-    # the sim's default (the demo's Atlas 800T A2) ignores the switch; a Box16 honours it
-    d = node_dir(node.name, base=state_dir)
-    cfg = load_config(d)
-    cfg.server_model = "atlas-200t-a2-box16"
-    save_config(d, cfg)
+    names = [n.name for n in cluster.ranked_nodes()]
+    # a Box16 (two HCCS modules) honours HCCL_INTRA_ROCE_ENABLE; the demo's 800T A2 does not
+    as_server_model(cluster, state_dir, names, BOX16)
     alert, rounds = inject_hccs_loss(node, cluster)
     assert rounds <= 2  # within 2 poll intervals of the fault
     incident = Incident.objects.get(alert=alert)
@@ -167,12 +196,13 @@ def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(
         incident.pk, (IncidentState.RECOVERED, IncidentState.ESCALATED)
     )
     assert incident.state == IncidentState.RECOVERED, incident.summary
+    chose = remedy_notes(alert)
+    assert chose and chose[0].data["chosen"] == "roce_failover"
+    assert chose[0].data["server_model"] == BOX16
     op = Operation.objects.get(pk=incident.operation_ids[0])
-    assert (
-        op.kind == "failover"
-        and op.source == "automation"
-        and op.params["link_modes"] == {node.name: "roce"}
-    )
+    # the same HCCL_INTRA_* pair on every rank (vllm-ascend reads it in each rank)
+    assert op.kind == "failover" and op.source == "automation"
+    assert op.params["link_modes"] == {name: "roce" for name in names}
     started = [
         s.data["started_at"]
         for s in op.steps.filter(name__startswith="Start rank").order_by("seq")
@@ -180,21 +210,22 @@ def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(
     assert len(started) == 4 and started == sorted(
         started
     )  # rank order, agent-side clocks
+    baseline = op.steps.get(name__startswith="Baseline the HCCS rate")
+    assert baseline.seq < op.steps.filter(name__startswith="Stop").first().seq
+    for each in cluster.ranked_nodes():
+        assert each.link_mode == "roce" and each.link_mode_since is not None
+        env = engine_env(state_dir, each)
+        assert (env["HCCL_INTRA_PCIE_ENABLE"], env["HCCL_INTRA_ROCE_ENABLE"]) == (
+            "0",
+            "1",
+        ), each.name
     node.refresh_from_db()
-    assert (
-        node.link_mode == "roce"
-        and node.link_mode_since is not None
-        and "incident" in node.link_mode_reason
-    )
-    env = engine_env(state_dir, node)
-    assert env["HCCL_INTRA_ROCE_ENABLE"] == "1" and env["HCCL_INTRA_PCIE_ENABLE"] == "0"
-    others = engine_env(state_dir, cluster.ranked_nodes()[1])
-    assert others["HCCL_INTRA_ROCE_ENABLE"] == "0"  # only the lossy node moved
+    assert "incident" in node.link_mode_reason
     assert agent_call(cluster.ranked_nodes()[0], "engine.status")["health"] == 200
-    assert (
-        incident.verification["ok"] is True and incident.verification["hccs_delta"] == 0
-    )
-    assert incident.verification["roce_delta"] > 0
+    verdict = incident.verification
+    assert verdict["ok"] is True and verdict["status"] == "switched", verdict
+    assert verdict["evidence"]["hccs_pps_before"] > 0
+    assert verdict["evidence"]["hccs_share_of_baseline"] <= 0.05
     with Traffic(
         head_url(cluster),
         model=cluster.profile.served_model_name,
@@ -214,22 +245,22 @@ def test_hccs_loss_fails_over_to_roce_verifies_and_resolves(
     # the restart idled HCCS but did not clear the alert early: it resolved once, after recovery
     resolved = list(alert.events.filter(kind="resolved"))
     assert len(resolved) == 1 and resolved[0].at >= incident.healthy_at
-    assert {"act", "operation", "verify", "recovered", "resolved"} <= set(
+    assert {"remedy", "act", "operation", "verify", "recovered", "resolved"} <= set(
         timeline(alert)
     )
     cluster.refresh_from_db()
     assert cluster.state == ClusterState.RUNNING
 
 
-def test_when_the_hardware_ignores_the_switch_the_node_is_replaced_by_the_spare(
+def test_on_an_800t_a2_hccs_loss_replaces_the_node_by_the_spare_without_a_roce_switch(
     running: tuple[Cluster, Path],
 ) -> None:
     cluster, state_dir = running
+    # the start's preflight detected the sim's default, the demo's Atlas 800T A2
+    assert {n.detected_server_model for n in cluster.ranked_nodes()} == {
+        "atlas-800t-a2"
+    }
     node = cluster.ranked_nodes()[2]
-    d = node_dir(node.name, base=state_dir)
-    cfg = load_config(d)
-    cfg.honours_roce_switch = False
-    save_config(d, cfg)
     alert, _ = inject_hccs_loss(node, cluster)
     incident = wait_incident(
         Incident.objects.get(alert=alert).pk,
@@ -237,16 +268,19 @@ def test_when_the_hardware_ignores_the_switch_the_node_is_replaced_by_the_spare(
         timeout=240,
     )
     assert incident.state == IncidentState.RECOVERED, incident.summary
-    assert incident.action == "replace" and incident.verification["ok"] is False
-    assert incident.verification["hccs_delta"] > 0
-    said = [e.message for e in alert.events.all() if e.data.get("decision") == "verify"]
-    assert said and "did not take effect" in said[0]  # the incident says so plainly
-    failover, replace = (Operation.objects.get(pk=pk) for pk in incident.operation_ids)
-    assert (
-        failover.kind == "failover"
-        and replace.kind == "replace"
-        and replace.state == OperationState.SUCCEEDED
-    )
+    assert incident.action == "replace" and incident.verification == {}
+    # no RoCE switch attempted: one operation, a replace, and no node ever on RoCE
+    assert not Operation.objects.filter(cluster=cluster, kind="failover").exists()
+    (replace,) = (Operation.objects.get(pk=pk) for pk in incident.operation_ids)
+    assert replace.kind == "replace" and replace.state == OperationState.SUCCEEDED
+    # the incident says why, before anything restarted, citing the HCCL source
+    chose = remedy_notes(alert)
+    assert chose and chose[0].data["chosen"] == "replace_with_spare"
+    assert chose[0].at <= replace.created_at
+    said = chose[0].message
+    assert "Not run: roce_failover (can work here: no; source: hicann/hccl" in said
+    assert "HCCL_INTRA_ROCE_ENABLE.md" in said and "Atlas 800T A2" in said
+    assert "Atlas 800T A2" in chose[0].data["statement"]
     assert replace.result["replace"] == {
         "old": node.name,
         "spare": "rem-spare",
@@ -259,19 +293,81 @@ def test_when_the_hardware_ignores_the_switch_the_node_is_replaced_by_the_spare(
     )
     node.refresh_from_db()
     spare = Node.objects.get(name="rem-spare")
+    assert spare.detected_server_model == "atlas-800t-a2"  # checked before the swap
     assert node.state == NodeState.OUT_OF_SERVICE and node.cluster_id is None
     assert spare.cluster_id == cluster.pk and spare.rank == 2
+    started = [
+        s.data["started_at"]
+        for s in replace.steps.filter(name__startswith="Start rank").order_by("seq")
+    ]
+    assert len(started) == 4 and started == sorted(started)  # rank order
+    assert {n.link_mode for n in cluster.ranked_nodes()} == {"hccs"}
     assert agent_call(cluster.ranked_nodes()[0], "engine.status")["health"] == 200
-    assert engine_env(state_dir, spare)["SIM_NODE"] == "rem-spare"
+    assert engine_env(state_dir, spare)["HCCL_INTRA_ROCE_ENABLE"] == "0"
     alert.refresh_from_db()
     assert alert.state == "resolved"  # its target left service
+    incident.refresh_from_db()
+    assert incident.mttr_s is not None and incident.mttr_s > 0
+
+
+def test_on_a_box16_with_hccs_counters_unsupported_the_verdict_is_cannot_verify_and_the_spare_follows(
+    running: tuple[Cluster, Path],
+) -> None:
+    from monitoring import remediation
+
+    cluster, state_dir = running
+    node = cluster.ranked_nodes()[2]
+    names = [n.name for n in cluster.ranked_nodes()]
+    as_server_model(cluster, state_dir, [*names, "rem-spare"], BOX16)
+    AlertRule.objects.filter(name="HCCS link loss").update(remediation_policy="ask")
+    alert, _ = inject_hccs_loss(node, cluster)
+    incident = wait_incident(
+        Incident.objects.get(alert=alert).pk, (IncidentState.AWAITING_APPROVAL,)
+    )
+    assert incident.action == "failover"
+    # the counters the verdict needs go away (an old driver without npu-smi -t hccs)
+    agent_call(node, "sim.inject", fault="hccs-unsupported")
+    with Traffic(
+        head_url(cluster),
+        model=cluster.profile.served_model_name,
+        headers=engine_headers(cluster.name),
+    ):
+        remediation.incident_approve(
+            incident=incident, user=make_user("olga", "operator")
+        )
+        incident = wait_incident(
+            incident.pk,
+            (IncidentState.RECOVERED, IncidentState.ESCALATED),
+            timeout=240,
+        )
+    assert incident.state == IncidentState.RECOVERED, incident.summary
+    verdict = incident.verification
+    assert verdict["status"] == "cannot_verify" and verdict["ok"] is False, verdict
+    said = [e.message for e in alert.events.all() if e.data.get("decision") == "verify"]
+    assert said and "cannot be verified" in said[0] and "next remedy" in said[0]
+    failover, replace = (Operation.objects.get(pk=pk) for pk in incident.operation_ids)
+    assert failover.kind == "failover" and failover.state == OperationState.SUCCEEDED
+    step = failover.steps.get(name__startswith="Verify the switch")
+    assert step.state == "warning"  # never a pass
+    assert replace.kind == "replace" and replace.state == OperationState.SUCCEEDED
+    assert incident.action == "replace"
+    chose = remedy_notes(alert)
+    assert [e.data["chosen"] for e in chose] == ["roce_failover", "replace_with_spare"]
+    spare = Node.objects.get(name="rem-spare")
+    assert spare.cluster_id == cluster.pk and spare.rank == 2
+    # the spare joins with the engine's pair: every rank still on RoCE
+    assert {n.link_mode for n in cluster.ranked_nodes()} == {"roce"}
+    assert engine_env(state_dir, spare)["HCCL_INTRA_ROCE_ENABLE"] == "1"
 
 
 def test_hccs_loss_with_a_roce_port_down_escalates_without_restarting(
     running: tuple[Cluster, Path],
 ) -> None:
-    cluster, _ = running
+    cluster, state_dir = running
     node = cluster.ranked_nodes()[2]
+    # a Box16 with no spare: the RoCE failover is the only remedy, and its ports are down
+    as_server_model(cluster, state_dir, [n.name for n in cluster.ranked_nodes()], BOX16)
+    Node.objects.filter(name="rem-spare").delete()
     agent_call(node, "sim.inject", fault="roce-down")
     alert, _ = inject_hccs_loss(node, cluster)
     incident = wait_incident(
@@ -287,6 +383,32 @@ def test_hccs_loss_with_a_roce_port_down_escalates_without_restarting(
     assert events and events[0].data["roce_bad"]  # the evidence: which ports
     node.refresh_from_db()
     assert node.link_mode == "hccs"
+
+
+def test_on_a_box16_with_a_roce_port_down_the_spare_is_the_next_remedy(
+    running: tuple[Cluster, Path],
+) -> None:
+    cluster, state_dir = running
+    node = cluster.ranked_nodes()[2]
+    names = [n.name for n in cluster.ranked_nodes()]
+    as_server_model(cluster, state_dir, [*names, "rem-spare"], BOX16)
+    agent_call(node, "sim.inject", fault="roce-down")
+    alert, _ = inject_hccs_loss(node, cluster)
+    incident = wait_incident(
+        Incident.objects.get(alert=alert).pk,
+        (IncidentState.RECOVERED, IncidentState.ESCALATED),
+        timeout=240,
+    )
+    assert incident.state == IncidentState.RECOVERED, incident.summary
+    assert not Operation.objects.filter(cluster=cluster, kind="failover").exists()
+    (replace,) = (Operation.objects.get(pk=pk) for pk in incident.operation_ids)
+    assert replace.kind == "replace" and replace.state == OperationState.SUCCEEDED
+    nxt = [e for e in alert.events.all() if e.data.get("decision") == "next"]
+    assert nxt and "RoCE ports are not healthy" in nxt[0].message
+    assert nxt[0].data["roce_bad"]  # the evidence: which ports
+    chose = remedy_notes(alert)
+    assert [e.data["chosen"] for e in chose] == ["roce_failover", "replace_with_spare"]
+    assert {n.link_mode for n in cluster.ranked_nodes()} == {"hccs"}
 
 
 def test_a_crashed_head_restarts_with_backoff_and_a_crash_loop_escalates(
@@ -544,3 +666,99 @@ def test_cooldown_and_hourly_cap_refuse_further_automatic_actions(
         and capped.state == IncidentState.SKIPPED
         and "in the last hour" in capped.summary
     )
+
+
+def test_hccs_loss_on_an_800t_a2_without_a_spare_escalates_with_the_options(
+    firing_alert: Callable[..., Alert],
+) -> None:
+    from monitoring import remediation
+
+    alert = firing_alert("HCCS link loss", policy="auto")
+    assert alert.cluster is not None
+    alert.cluster.nodes.update(detected_server_model="atlas-800t-a2")
+    incident = remediation.alert_firing(alert)
+    assert incident is not None and incident.state == IncidentState.ESCALATED
+    assert not Operation.objects.filter(cluster=alert.cluster).exists()
+    alert.refresh_from_db()
+    assert alert.severity == "critical" and alert.message.startswith("ESCALATED")
+    (event,) = [e for e in alert.events.all() if e.data.get("decision") == "escalate"]
+    assert "no remedy that can have an effect is left" in event.message
+    assert "Not run: replace_with_spare (can work here: no" in event.message
+    assert "Not run: roce_failover (can work here: no; source: hicann/hccl" in (
+        event.message
+    )
+    # the options, each with whether it can work here and why
+    assert [r["key"] for r in event.data["remedies"]] == [
+        "replace_with_spare",
+        "roce_failover",
+        "escalate",
+    ]
+    assert "1. replace_with_spare — can work here: no" in event.data["statement"]
+
+
+def test_automatic_mode_runs_no_remedy_on_an_unknown_server_model(
+    firing_alert: Callable[..., Alert],
+) -> None:
+    from monitoring import remediation
+
+    alert = firing_alert("HCCS link loss", policy="auto")
+    add_spare("pol-spare", alert.node)  # type: ignore[arg-type]
+    # never preflighted: whether HCCL honours the switch, and "same model", are unknown
+    assert alert.node is not None and alert.node.effective_server_model == "unknown"
+    incident = remediation.alert_firing(alert)
+    assert incident is not None and incident.state == IncidentState.ESCALATED
+    assert not Operation.objects.filter(cluster=alert.cluster).exists()
+    assert "(can work here: unknown" in incident.summary
+
+
+def _roce(pkts: int) -> list[dict[str, Any]]:
+    return [{"npu": 0, "stat": {"roce_tx_all_pkt_num": pkts}}]
+
+
+def _hccs(tx: int) -> list[dict[str, Any]]:
+    return [{"npu": 0, "chip": 0, "links": [{"index": 0, "tx_packets": tx}]}]
+
+
+def test_no_code_path_marks_a_link_switch_verified_from_zero_hccs_samples() -> None:
+    """Every way a window can hold no HCCS sample, while RoCE counters grow fast and
+    peers are busy (what fooled the old check): never a pass, always 'cannot verify'."""
+    from console.services.runbooks.remedies import NO_BASELINE
+    from engine.link_verify import CANNOT_VERIFY, verify_link_switch
+
+    def w(t0: float, hccs: Any, roce: int, **extra: Any) -> tuple[dict, dict]:
+        a = {"collected_at": t0, "roce": _roce(roce), **extra}
+        b = {"collected_at": t0 + 2, "roce": _roce(roce + 10**7), **extra}
+        if hccs is not None:
+            a["hccs"], b["hccs"] = hccs, hccs
+        return a, b
+
+    busy = w(10.0, _hccs(0), 0)
+    busy = ({**busy[0], "hccs": _hccs(0)}, {**busy[1], "hccs": _hccs(10**7)})
+    zero_windows = [
+        w(0.0, None, 0),  # no "hccs" key at all
+        w(0.0, [], 0),  # npu-smi answered nothing
+        w(0.0, [{"npu": 0, "chip": 0, "links": []}], 0),  # chips but no links
+        w(0.0, _hccs(5), 0, hccs_unsupported=True),  # unsupported flag wins
+        NO_BASELINE,  # the runbook had no baseline
+    ]
+    for before in zero_windows:
+        for after in zero_windows[:-1]:
+            verdict = verify_link_switch(
+                before,
+                w(
+                    10.0,
+                    after[0].get("hccs"),
+                    0,
+                    **{k: v for k, v in after[0].items() if k == "hccs_unsupported"},
+                ),
+                [busy],
+            )
+            assert not verdict.ok and verdict.status == CANNOT_VERIFY, (before, after)
+            assert verdict.to_dict()["ok"] is False
+    # and with a real baseline but zero samples after the change
+    real = (
+        {"collected_at": 0.0, "hccs": _hccs(0)},
+        {"collected_at": 2.0, "hccs": _hccs(10**6)},
+    )
+    for after in zero_windows[:-1]:
+        assert verify_link_switch(real, after, [busy]).status == CANNOT_VERIFY

@@ -38,15 +38,27 @@ def test_a_start_on_a_serving_cluster_is_refused_naming_restart(
     assert not Operation.objects.exists()  # nothing queued, nothing half-applied
 
 
-def test_a_restart_may_move_a_node_to_roce(cluster: Cluster, operator: Any) -> None:
+def test_a_restart_may_move_the_engine_to_roce_but_only_every_rank_at_once(
+    cluster: Cluster, operator: Any
+) -> None:
     Cluster.objects.filter(pk=cluster.pk).update(state=ClusterState.RUNNING)
-    body = {"kind": "restart", "link_modes": {"ascend-03": "roce"}, "reason": "cable"}
+    mixed = api(operator).post(
+        f"/api/clusters/{cluster.name}/operations/",
+        {"kind": "restart", "link_modes": {"ascend-03": "roce"}, "reason": "cable"},
+        format="json",
+    )
+    assert mixed.status_code == 400, mixed.content
+    assert "same link mode" in mixed.json()["link_modes"][0]
+    assert "is_hierarchical_communication_enabled" in mixed.json()["link_modes"][0]
+    assert not Operation.objects.exists()
+    every = {n.name: "roce" for n in cluster.ranked_nodes()}
+    body = {"kind": "restart", "link_modes": every, "reason": "cable"}
     answer = api(operator).post(
         f"/api/clusters/{cluster.name}/operations/", body, format="json"
     )
     assert answer.status_code == 201, answer.content
     op = Operation.objects.get(pk=answer.json()["id"])
-    assert op.kind == "restart" and op.params["link_modes"] == {"ascend-03": "roce"}
+    assert op.kind == "restart" and op.params["link_modes"] == every
     stop = api(operator).post(
         f"/api/clusters/{cluster.name}/operations/",
         {"kind": "stop", "link_modes": {"ascend-03": "roce"}},

@@ -198,6 +198,12 @@ def run(
         **{**DEMO_PROFILES["w8a8"], "name": f"bench w8a8 {interval}"}
     )
     cluster = make_cluster(f"remb{interval}", nodes=2, profile=profile, free_ports=True)
+    # the failover path exists only where HCCL honours the switch (engine/capabilities.py):
+    # a Box16 by site override, else the sim's 800T A2 would go straight to a spare
+    Node.objects.filter(cluster=cluster).update(
+        server_model_override="atlas-200t-a2-box16",
+        server_model_override_reason="bench: measures the RoCE failover path",
+    )
     nodes = cluster.ranked_nodes()
     target = nodes[1]
     env = {"SIM_TIME_SCALE": "0.05", "SIM_LOAD_S": "0.3", "SIM_STATE_DIR": state_dir}
@@ -324,7 +330,8 @@ def run(
                 )
                 incident.refresh_from_db()
                 alert.refresh_from_db()
-                Node.objects.filter(pk=target.pk).update(link_mode="hccs")
+                # the failover put every rank on RoCE (one HCCL_INTRA_* pair per engine)
+                Node.objects.filter(cluster=cluster).update(link_mode="hccs")
                 cluster.refresh_from_db()
                 if cluster.state != ClusterState.RUNNING:
                     raise SystemExit(

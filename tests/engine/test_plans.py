@@ -190,8 +190,9 @@ def test_it_sets_an_engine_ready_timeout_above_vllms_default() -> None:
 def test_it_refuses_an_engine_whose_ranks_carry_different_link_pairs() -> None:
     nodes = demo_nodes()
     nodes[2].link_mode = "roce"
-    plan = build_plan("qwen35-prod", nodes, demo_profile())
-    message = " ".join(link_pair_errors(plan.nodes))
+    with pytest.raises(PlanError) as refused:
+        build_plan("qwen35-prod", nodes, demo_profile())
+    message = " ".join(refused.value.errors["link_mode"])
     assert "PCIE=0 ROCE=1 on ascend-03" in message
     assert "PCIE=1 ROCE=0 on ascend-01, ascend-02, ascend-04" in message
     assert "is_hierarchical_communication_enabled" in message

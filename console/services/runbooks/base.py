@@ -57,6 +57,8 @@ class Run:
         # the model's config.json as most nodes report it at preflight (fit estimate)
         self.model_config: dict[str, Any] | None = None
         self.replace: dict[str, Any] | None = None
+        # failover: the verified node's two collect samples before the change (remedies.py)
+        self.link_baseline: tuple[dict[str, Any], dict[str, Any]] | None = None
         self.result: dict[str, Any] = {}
 
     # -- step bookkeeping -----------------------------------------------------------

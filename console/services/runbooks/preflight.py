@@ -11,6 +11,7 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
+from console.services.inventory import node_server_model_detected
 from console.services.runbooks.base import Run
 from console.services.weights import cross_node_checks, reported_config
 from engine.plans import PlanError
@@ -155,6 +156,9 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
         )
         table[node.name].extend(checks)
         versions[node.name] = answer["versions"]
+        if isinstance(answer.get("server_model"), dict):
+            # engine/preflight.py check_server_model: npu-smi board + dmidecode product
+            node_server_model_detected(node=node, detection=answer["server_model"])
         sizes[node.name] = answer["model_size"]
         failed = [c for c in checks if c["status"] == "fail"]
         warned = [c for c in checks if c["status"] == "warn"]

@@ -1,9 +1,11 @@
-"""Remedies: verify an HCCS → RoCE switch on the counters; replace a node with an idle spare."""
+"""Remedies: verify an HCCS → RoCE switch on the counters (a verdict that can fail); replace a node with an idle spare."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -18,37 +20,30 @@ from console.models.operations import (
 )
 from console.selectors import spare_for
 from console.services.agents import AgentUnreachable
+from console.services.inventory import node_server_model_detected
 from console.services.runbooks.base import Run
+from engine.link_verify import hccs_rate, roce_rate
+from engine.link_verify import verify_link_switch as link_verify_switch
 
 # -- failover verification -----------------------------------------------------------
+#
+# The verdict is engine.link_verify.verify_link_switch: the node's own HCCS packet rate
+# before the change (its baseline) against the rate after, with the peers' rates showing
+# that traffic flowed. RoCE counters are never the evidence (expert-parallel all-to-all
+# between servers grows them anyway), and "cannot verify" (counters unsupported or empty,
+# no traffic) is never a pass: the incident takes the next remedy or escalates.
 
 
-def link_counters(sample: dict[str, Any]) -> tuple[int, int]:
-    """(HCCS tx+rx packets over every link, RoCE tx+rx packets over every port) of one node.collect answer."""
-    hccs = sum(
-        int(lk["tx_packets"]) + int(lk["rx_packets"])
-        for h in sample.get("hccs") or []
-        for lk in h["links"]
-    )
-    roce = sum(
-        int((p.get("stat") or {}).get(k, 0))
-        for p in sample.get("roce") or []
-        for k in ("roce_tx_all_pkt_num", "roce_rx_all_pkt_num")
-    )
-    return hccs, roce
+# A window with no HCCS sample at all: what the verdict gets when no baseline was taken.
+NO_BASELINE: tuple[dict[str, Any], dict[str, Any]] = (
+    {"collected_at": 0.0, "hccs": []},
+    {"collected_at": 0.0, "hccs": []},
+)
 
 
-def verify_link_switch(run: Run, step: OperationStep, node_name: str) -> None:
-    """With traffic flowing, the node's HCCS counters must stand still and its RoCE counters grow.
-
-    Whether HCCL honours HCCL_INTRA_ROCE_ENABLE depends on hardware, CANN version and the
-    operator path, so this is measured, not assumed. A failed verification is a warning on
-    the step and ``result['verification']['ok'] = False``: the engine is healthy, but the
-    incident moves on to its second remedy.
-    """
-    run.begin(step)
-    node = next(n for n in run.nodes if n.name == node_name)
-    window = float(settings.FAILOVER_VERIFY_S)
+@contextmanager
+def _traffic(run: Run) -> Iterator[None]:
+    """Requests through the engine while the counters are read (loss is a rate over traffic)."""
     stop = threading.Event()
     url = f"{run.head_url()}/v1/completions"
     body = {
@@ -71,51 +66,80 @@ def verify_link_switch(run: Run, step: OperationStep, node_name: str) -> None:
     for t in threads:
         t.start()
     try:
-        time.sleep(min(1.0, window / 4))  # traffic under way before the first reading
-        for attempt in range(2):
-            first = run.call(node, "node.collect")
-            time.sleep(window)
-            second = run.call(node, "node.collect")
-            (h0, r0), (h1, r1) = (
-                link_counters(first),
-                link_counters(second),
-            )
-            hccs_delta, roce_delta = h1 - h0, r1 - r0
-            if hccs_delta or roce_delta or attempt:
-                break
-            window *= 2  # nothing moved on either link: the window was too short to see traffic
+        time.sleep(min(1.0, float(settings.FAILOVER_VERIFY_S) / 4))
+        yield
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=35)
-    # ok: True = switched, False = HCCS still carries traffic, None = no traffic seen at all
-    ok: bool | None = (
-        True if hccs_delta == 0 and roce_delta > 0 else (False if hccs_delta else None)
+
+
+def _windows(
+    run: Run, nodes: list[Node]
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Two node.collect samples of each node, FAILOVER_VERIFY_S apart, under traffic."""
+    window = float(settings.FAILOVER_VERIFY_S)
+    with _traffic(run):
+        first = {n.name: run.call(n, "node.collect") for n in nodes}
+        time.sleep(window)
+        second = {n.name: run.call(n, "node.collect") for n in nodes}
+    return {name: (first[name], second[name]) for name in first}
+
+
+def _summary(window: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+    """What the step keeps of a window: the rates, not the whole samples."""
+    return {
+        "hccs_pps": hccs_rate(window),
+        "roce_pps": roce_rate(window),
+        "hccs_unsupported": any(s.get("hccs_unsupported") for s in window),
+        "hccs_links": sum(
+            len(c.get("links") or []) for c in window[1].get("hccs") or []
+        ),
+    }
+
+
+def link_baseline(run: Run, step: OperationStep, node_name: str) -> None:
+    """Before the change: the node's HCCS rate under traffic, the verdict's baseline."""
+    run.begin(step)
+    node = next(n for n in run.nodes if n.name == node_name)
+    window = _windows(run, [node])[node_name]
+    run.link_baseline = window
+    summary = _summary(window)
+    rate = summary["hccs_pps"]
+    run.finish(
+        step,
+        f"{node_name}: HCCS {rate:.0f} packets/s before the change"
+        if rate is not None
+        else f"{node_name}: no HCCS counters (unsupported or empty): the switch will not be verifiable",
+        state=StepState.SUCCEEDED if rate is not None else StepState.WARNING,
+        data=summary,
     )
-    detail = (
-        f"over {window:g} s on {node_name}: HCCS tx+rx +{hccs_delta} packets, RoCE tx+rx +{roce_delta} packets"
-        + (
-            ""
-            if ok
-            else (
-                " — HCCS still carries traffic"
-                if ok is False
-                else " — no packet on either link: inconclusive (is traffic reaching this node?)"
-            )
-        )
+
+
+def verify_link_switch(run: Run, step: OperationStep, node_name: str) -> None:
+    """After the engine restarted with the RoCE pair on every rank: did the node's
+    intra-server traffic leave HCCS? ``run.result['verification']`` holds the verdict
+    (engine.link_verify.LinkVerdict.to_dict(): ok, status, reason, evidence); anything
+    but ``switched`` is a warning on the step, and the incident moves on."""
+    run.begin(step)
+    node = next(n for n in run.nodes if n.name == node_name)
+    windows = _windows(run, list(run.nodes))
+    before = run.link_baseline or NO_BASELINE  # none taken: nothing to compare with
+    verdict = link_verify_switch(
+        before,
+        windows[node_name],
+        [w for name, w in windows.items() if name != node.name],
     )
     run.result["verification"] = {
-        "ok": ok,
+        **verdict.to_dict(),
         "node": node_name,
-        "window_s": window,
-        "hccs_delta": hccs_delta,
-        "roce_delta": roce_delta,
-        "detail": detail,
+        "window_s": float(settings.FAILOVER_VERIFY_S),
+        "detail": verdict.reason,
     }
     run.finish(
         step,
-        detail,
-        state=StepState.SUCCEEDED if ok else StepState.WARNING,
+        f"{verdict.status}: {verdict.reason}",
+        state=StepState.SUCCEEDED if verdict.ok else StepState.WARNING,
         data=run.result["verification"],
     )
 
@@ -146,10 +170,9 @@ def replace_prepare(run: Run) -> None:
         )
     run.finish(step, f"{spare.name} takes rank {old.rank} from {old.name}")
     new_nodes = [spare if n.pk == old.pk else n for n in run.nodes]
-    spare.rank, spare.role = (
-        old.rank,
-        old.role,
-    )  # in memory only, for the plan and the steps
+    # in memory only, for the plan and the steps; the spare runs the engine's link pair
+    # (every rank carries the same HCCL_INTRA_* pair: engine.plans.link_pair_errors)
+    spare.rank, spare.role, spare.link_mode = old.rank, old.role, old.link_mode
     run.result["replace"] = {
         "old": old.name,
         "spare": spare.name,
@@ -184,6 +207,19 @@ def replace_spare_preflight(run: Run, step: OperationStep) -> None:
     except AgentUnreachable as exc:
         raise run.fail(step, f"{spare.name}: {exc}") from None
     failed = [c for c in answer["checks"] if c["status"] == "fail"]
+    if isinstance(answer.get("server_model"), dict):
+        spare = node_server_model_detected(node=spare, detection=answer["server_model"])
+        old = run.replace["old"]
+        want = old.effective_server_model
+        if spare.effective_server_model != want:
+            # the engine's ranks keep one link layout (engine.capabilities remedies_for)
+            failed.append(
+                {
+                    "name": "server model",
+                    "evidence": f"{spare.name} is {spare.effective_server_model}, "
+                    f"{old.name} is {want}: a spare must be the same server model",
+                }
+            )
     if failed:
         raise run.fail(
             step,
@@ -216,6 +252,7 @@ def replace_swap(run: Run, step: OperationStep) -> None:
             rank=old.rank,
             role=old.role,
             state=NodeState.READY,
+            link_mode=old.link_mode,
         )
     replace["swapped"] = True
     run.nodes = run.cluster.ranked_nodes()

@@ -30,6 +30,7 @@ from console.services.runbooks.lifecycle import (
 )
 from console.services.runbooks.preflight import preflight_steps, run_preflight
 from console.services.runbooks.remedies import (
+    link_baseline,
     replace_prepare,
     replace_spare_preflight,
     replace_swap,
@@ -125,11 +126,19 @@ RECORD_LINK_MODES = Step(
     "record the nodes' new link modes (failover)",
     run=lambda run, rows: after_start(run),
 )
-VERIFY_LINK_SWITCH = Step(
-    "verify the link switch on the counters",
+BASELINE_LINKS = Step(
+    "baseline the node's HCCS rate under traffic before the change (failover)",
     when=lambda run: bool(_verify_node(run)),
     plan=lambda run: run.add_step(
-        f"Verify the switch on {_verify_node(run)}: HCCS counters still, RoCE counters growing"
+        f"Baseline the HCCS rate of {_verify_node(run)} under traffic"
+    ),
+    run=lambda run, row: link_baseline(run, row, _verify_node(run)),
+)
+VERIFY_LINK_SWITCH = Step(
+    "verify the link switch on the counters (switched / not switched / cannot verify)",
+    when=lambda run: bool(_verify_node(run)),
+    plan=lambda run: run.add_step(
+        f"Verify the switch on {_verify_node(run)}: its HCCS rate against its baseline"
     ),
     run=lambda run, row: verify_link_switch(run, row, _verify_node(run)),
 )
@@ -190,7 +199,8 @@ RUNBOOKS: dict[str, tuple[Step, ...]] = {
     OperationKind.STOP: (STOP,),
     OperationKind.RESTART: (STOP_FIRST, PREFLIGHT, *_START_AND_SERVE),
     # a restart with params["link_modes"] switched (HCCS → RoCE) and params["verify_node"]
-    OperationKind.FAILOVER: (STOP_FIRST, PREFLIGHT, *_START_AND_SERVE),
+    # (every rank gets the same pair: engine.plans.link_pair_errors refuses mixed ones)
+    OperationKind.FAILOVER: (BASELINE_LINKS, STOP_FIRST, PREFLIGHT, *_START_AND_SERVE),
     OperationKind.REPLACE: (
         CHOOSE_SPARE,
         SPARE_PREFLIGHT,
