@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 
 from console.models import Node
 from console.permissions import has_role, role_required
+from console.selectors import node_link_fault_plan, node_release_status
 from console.views.launchplan import launch_plan
 from monitoring.models import ChipSample, NodeLatest, NodeSample
 from monitoring.models.alerts import Alert, Incident
@@ -74,6 +75,11 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
             "host": data.get("host") or {},
             "engine": data.get("engine") or {},
             "hccs_loss_pct": data.get("hccs_loss_pct"),
+            # measured / no_traffic / unsupported / no_baseline / reset (engine/link_loss.py)
+            "hccs_loss_state": data.get("hccs_loss_state"),
+            # what the console does about an HCCS fault here, per server model
+            "link_plan": node_link_fault_plan(node),
+            "release": node_release_status(node),
             "plan_node": plan_node,
             "samples": NodeSample.objects.filter(node=node).order_by("-ts")[
                 :RECENT_SAMPLES

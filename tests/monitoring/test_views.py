@@ -247,3 +247,26 @@ def test_it_rejects_a_bad_absolute_window(
 ) -> None:
     response = login(viewer).get(f"/monitoring/clusters/{cluster.pk}/series?{query}")
     assert response.status_code == 400 and "from" in response.json()["error"]
+
+
+def test_the_node_page_says_no_traffic_and_what_a_link_fault_leads_to(
+    cluster: Any, viewer: Any
+) -> None:
+    """Issue 13: on an idle node the loss is 'no traffic', never a blank or 0 %; the page
+    says, for this server model, what the console does about an HCCS fault."""
+    from django.utils import timezone
+
+    from monitoring.models import NodeLatest
+
+    node = cluster.ranked_nodes()[0]
+    NodeLatest.objects.create(
+        node=node,
+        ts=timezone.now(),
+        data={"hccs_loss_pct": None, "hccs_loss_state": "no_traffic", "chips": []},
+    )
+    page = login(viewer).get(f"/nodes/{node.name}/", HTTP_ACCEPT_LANGUAGE="en")
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert 'data-state="no_traffic"' in body and "no traffic" in body
+    assert "Link faults on this server" in body
+    assert "Engine release and model files" in body
