@@ -9,6 +9,7 @@ shared test database.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,9 +17,12 @@ import anthropic
 import openai
 import pytest
 
+from console.gateway import changes
 from console.gateway.services import apikey_create
+from console.gateway.usage import FLUSHING_PREFIX, PENDING_KEY
 from console.models import ClusterState, Node
 from tests.factories import make_cluster, make_profile
+from tests.integration.test_agent import wait_for
 from tests.simengine import SimEngine, sim_engine
 
 NEW_MODEL, OLD_MODEL = "gw-new", "gw-old"
@@ -42,6 +46,25 @@ def gateway_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
             yield base
     finally:
         os.environ.pop("GATEWAY_USAGE_FLUSH_S", None)
+
+
+@pytest.fixture(autouse=True)
+def usage_settled(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the live gateway, wait until the gateway has written
+    its usage counts: its flush runs after the response, and if it overlapped the
+    test database's flush (TRUNCATE) PostgreSQL could break the deadlock by failing
+    the flush, leaving this test's rows for the next one."""
+    yield
+    if "gateway_url" not in request.fixturenames:
+        return
+    client = changes._client()
+
+    def settled() -> bool:
+        pending = client.exists(PENDING_KEY)
+        return not pending and not any(client.scan_iter(f"{FLUSHING_PREFIX}*"))
+
+    time.sleep(0.3)  # a request charges its usage just after its last bytes
+    wait_for(settled, timeout=30)  # a batch is deleted after its commit
 
 
 def serve(model: str, engine: SimEngine, *, version: str, name: str) -> Any:
