@@ -30,8 +30,8 @@ from console.services.operations import operation_publish
 from monitoring.tasks import collect_round_task
 from tests.agents import agent_worker
 from tests.e2e.test_dashboard import (
-    CHROMIUM_ARGS,
     browser_login,
+    chromium,
     uvicorn_server,
 )
 from tests.factories import free_port, make_cluster, make_user
@@ -47,8 +47,6 @@ STATS = "JSON.stringify(window.consoleLive.stats)"
 
 def test_live_pages_see_every_update_for_the_whole_soak(tmp_path: Path) -> None:
     import json
-
-    from playwright.sync_api import sync_playwright
 
     cluster = make_cluster(name="soak-sim", nodes=4)
     nodes = cluster.ranked_nodes()
@@ -123,11 +121,7 @@ def test_live_pages_see_every_update_for_the_whole_soak(tmp_path: Path) -> None:
         chat_engine = stack.enter_context(sim_engine(MODEL, time_scale="0.3"))
         chat = running_cluster(chat_engine, name="soak-chat")
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         context = browser.new_context(
             locale="en-US", viewport={"width": 1440, "height": 1000}
         )

@@ -7,40 +7,28 @@ resolved time and its peak value, not the recovered last reading.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from console.models import Cluster
 from console.services.inventory import demo_seed
 from monitoring.alerts.services import alert_rules_seed, alerts_publish
 from monitoring.models.alerts import Alert, AlertRule
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    browser_login,
+    chromium,
+    off_thread,
+    uvicorn_server,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def off_thread(fn: Callable[[], Any]) -> None:
-    def run() -> None:
-        try:
-            fn()
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    worker.join(timeout=60)
-
-
 def test_a_warning_shows_on_every_page_and_a_resolved_alert_shows_its_peak() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     alert_rules_seed()
@@ -79,11 +67,7 @@ def test_a_warning_shows_on_every_page_and_a_resolved_alert_shows_its_peak() -> 
 
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "wen")
         page.wait_for_function(

@@ -15,7 +15,11 @@ from console.services.inventory import demo_seed
 from monitoring.alerts.services import alert_rules_seed, alerts_evaluate
 from monitoring.models.alerts import Alert
 from tests.alerts.helpers import ingest
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    browser_login,
+    chromium,
+    uvicorn_server,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -33,7 +37,6 @@ def fire(node: Node) -> Alert:
 
 
 def test_it_shows_a_firing_alert_live_and_acknowledges_it() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     alert_rules_seed()
@@ -41,11 +44,7 @@ def test_it_shows_a_firing_alert_live_and_acknowledges_it() -> None:
     node = Node.objects.get(name="ascend-03")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "otto")
         page.goto(f"{base}/alerts/")

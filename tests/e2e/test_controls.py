@@ -7,35 +7,25 @@ primary; revoking a gateway key asks first.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from console.gateway.services import apikey_create
 from console.models import Cluster, ClusterState
 from console.models.gateway import ApiKey
 from console.services.inventory import demo_seed
 from console.services.operations import cluster_set_state
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    browser_login,
+    chromium,
+    off_thread,
+    uvicorn_server,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-def off_thread(fn: Callable[[], Any]) -> None:
-    def run() -> None:
-        try:
-            fn()
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    worker.join(timeout=60)
 
 
 def revoked(pk: int) -> bool:
@@ -49,7 +39,6 @@ def button(page: Any, kind: str) -> str:
 
 
 def test_the_cluster_page_offers_what_the_state_allows_and_says_why_not() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     Cluster.objects.filter(name="qwen35-prod").update(state=ClusterState.RUNNING)
@@ -57,11 +46,7 @@ def test_the_cluster_page_offers_what_the_state_allows_and_says_why_not() -> Non
     make_user("olga", "operator")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "olga")
         page.goto(f"{base}/clusters/{cluster.name}/")
@@ -100,17 +85,12 @@ def test_the_cluster_page_offers_what_the_state_allows_and_says_why_not() -> Non
 
 
 def test_revoking_a_gateway_key_asks_first() -> None:
-    from playwright.sync_api import sync_playwright
 
     admin = make_user("ada", "admin")
     key, _ = apikey_create(name="ci-bot", user=admin)
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "ada")
         page.goto(f"{base}/apikeys/")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,32 @@ def browser_login(page: Any, base: str, username: str) -> None:
     page.fill("input[name=password]", f"pw-{username}")
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}/")
+
+
+def chromium(stack: ExitStack) -> Any:
+    """Debian's chromium under Playwright, closed when ``stack`` unwinds."""
+    from playwright.sync_api import sync_playwright
+
+    browser = stack.enter_context(sync_playwright()).chromium.launch(
+        executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+    )
+    stack.callback(browser.close)
+    return browser
+
+
+def off_thread(fn: Callable[[], Any]) -> None:
+    """Run ``fn`` (database work) off Playwright's thread, which has an event loop
+    that Django's sync ORM refuses to run in."""
+
+    def run() -> None:
+        try:
+            fn()
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(timeout=60)
 
 
 class UvicornServer:
@@ -159,7 +185,6 @@ def collecting(interval_s: float = 1.0) -> Iterator[None]:
 
 
 def test_it_shows_live_charts_and_a_32_chip_heatmap(tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
 
     from monitoring.alerts.services import alert_rules_seed
 
@@ -192,11 +217,7 @@ def test_it_shows_live_charts_and_a_32_chip_heatmap(tmp_path: Path) -> None:
         )
         base = stack.enter_context(uvicorn_server())
         stack.enter_context(collecting())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         browser_login(page, base, "watcher")
         page.goto(f"{base}/monitoring/clusters/{cluster.pk}/")

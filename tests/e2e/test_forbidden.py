@@ -8,25 +8,24 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    browser_login,
+    chromium,
+    uvicorn_server,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_forbidden_page_says_who_can_grant_access_in_the_readers_language() -> None:
-    from playwright.sync_api import sync_playwright
 
     make_user("ada", "admin")
     make_user("vera", "viewer")
     make_user("otto", "operator")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
 
         zh = browser.new_context(locale="zh-CN").new_page()
         browser_login(zh, base, "vera")

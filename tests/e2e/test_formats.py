@@ -20,7 +20,11 @@ from console.services.inventory import demo_seed
 from console.templatetags.consolefmt import format_value
 from monitoring.alerts.services import alert_rules_seed
 from monitoring.models.alerts import Alert, AlertRule
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    browser_login,
+    chromium,
+    uvicorn_server,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -43,7 +47,6 @@ CASES: list[tuple[float | None, str]] = [
 
 
 def test_times_and_values_read_the_same_everywhere() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     alert_rules_seed()
@@ -65,11 +68,7 @@ def test_times_and_values_read_the_same_everywhere() -> None:
     make_user("lin", "viewer")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         context = browser.new_context(locale="zh-CN", timezone_id="Europe/Berlin")
         page = context.new_page()
         browser_login(page, base, "lin")  # the first page tells the server the zone

@@ -16,8 +16,8 @@ from monitoring.alerts.services import alert_rules_seed
 from monitoring.models.alerts import Alert, AlertRule, Incident
 from tests.e2e.test_dashboard import (
     ARTIFACTS,
-    CHROMIUM_ARGS,
     browser_login,
+    chromium,
     uvicorn_server,
 )
 from tests.factories import make_user
@@ -75,17 +75,12 @@ def seed() -> Incident:
 
 
 def test_the_histogram_draws_and_an_operator_approves_from_the_incident_page() -> None:
-    from playwright.sync_api import sync_playwright
 
     incident = seed()
     make_user("ivy", "operator")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "ivy")
         page.goto(f"{base}/alerts/incidents/")
@@ -113,18 +108,13 @@ def test_the_histogram_draws_and_an_operator_approves_from_the_incident_page() -
 def test_an_incident_page_follows_its_incident_live() -> None:
     """Another operator rejects the incident: the open page shows it without a reload."""
     from django.db import connection
-    from playwright.sync_api import sync_playwright
 
     incident = seed()
     make_user("ivy", "operator")
     other = make_user("jon", "operator")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "ivy")
         url = f"{base}/alerts/incidents/{incident.pk}/"

@@ -24,7 +24,11 @@ from console.models.operations import OperationStep
 from console.services.inventory import demo_seed
 from monitoring.alerts.services import alert_rules_seed
 from tests.e2e.test_alerts_page import fire
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, restartable_server
+from tests.e2e.test_dashboard import (
+    browser_login,
+    chromium,
+    restartable_server,
+)
 from tests.factories import make_user
 from tests.playground.conftest import MODEL, running_cluster, sim_engine
 
@@ -46,7 +50,6 @@ def off_thread(fn: Callable[[], Any]) -> None:
 
 
 def test_the_operation_page_shows_what_happened_while_its_socket_was_down() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     alert_rules_seed()
@@ -65,11 +68,7 @@ def test_the_operation_page_shows_what_happened_while_its_socket_was_down() -> N
     make_user("rita", "operator")
     with ExitStack() as stack:
         server = stack.enter_context(restartable_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US")
         browser_login(page, server.base, "rita")
         page.goto(f"{server.base}/operations/{op.pk}/")
@@ -114,18 +113,13 @@ def test_the_operation_page_shows_what_happened_while_its_socket_was_down() -> N
 
 
 def test_the_playground_keeps_an_interrupted_answer_and_retries_it() -> None:
-    from playwright.sync_api import sync_playwright
 
     make_user("chatter", "operator")
     with ExitStack() as stack:
         engine = stack.enter_context(sim_engine(MODEL, time_scale="0.3"))
         cluster = running_cluster(engine, name="pg-reconnect")
         server = stack.enter_context(restartable_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(
             locale="en-US", viewport={"width": 1400, "height": 1000}
         )

@@ -3,39 +3,27 @@ the launch plan; the rules page is in the navigation."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from console.live import publish
 from console.models import Cluster, Node
 from console.services.inventory import demo_seed
 from tests.alerts.helpers import ingest
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    browser_login,
+    chromium,
+    off_thread,
+    uvicorn_server,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def off_thread(fn: Callable[[], Any]) -> None:
-    def run() -> None:
-        try:
-            fn()
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    worker.join(timeout=60)
-
-
 def test_the_cluster_page_and_the_node_page_show_what_the_node_is_doing() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     cluster = Cluster.objects.get(name="qwen35-prod")
@@ -44,11 +32,7 @@ def test_the_cluster_page_and_the_node_page_show_what_the_node_is_doing() -> Non
     make_user("vic", "viewer")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US", viewport={"width": 1440, "height": 900})
         browser_login(page, base, "vic")
         assert page.is_visible("#nav-rules")

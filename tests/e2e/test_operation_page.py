@@ -17,8 +17,8 @@ from console.services.inventory import demo_seed
 from console.services.operations import operation_publish
 from tests.e2e.test_dashboard import (
     ARTIFACTS,
-    CHROMIUM_ARGS,
     browser_login,
+    chromium,
     uvicorn_server,
 )
 from tests.factories import make_user
@@ -37,7 +37,6 @@ CHECKS = [
 
 
 def test_a_nodes_preflight_table_arrives_live() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     cluster = Cluster.objects.get(name="qwen35-prod")
@@ -51,11 +50,7 @@ def test_a_nodes_preflight_table_arrives_live() -> None:
     make_user("pia", "viewer")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US")
         browser_login(page, base, "pia")
         page.goto(f"{base}/operations/{op.pk}/")
@@ -109,7 +104,6 @@ def make_run(cluster: Cluster, durations: dict[str, float], ago_s: float) -> Non
 
 
 def test_progress_is_weighted_by_the_last_runs_and_passes_stay_folded() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     cluster = Cluster.objects.get(name="qwen35-prod")
@@ -146,11 +140,7 @@ def test_progress_is_weighted_by_the_last_runs_and_passes_stay_folded() -> None:
     make_user("pia", "viewer")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US", viewport={"width": 1440, "height": 900})
         browser_login(page, base, "pia")
         page.goto(f"{base}/operations/{op.pk}/")
@@ -177,7 +167,6 @@ def test_progress_is_weighted_by_the_last_runs_and_passes_stay_folded() -> None:
 
 
 def test_step_names_read_in_the_readers_language_rendered_and_pushed() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     cluster = Cluster.objects.get(name="qwen35-prod")
@@ -195,11 +184,7 @@ def test_step_names_read_in_the_readers_language_rendered_and_pushed() -> None:
     make_user("lan", "viewer")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="zh-CN")
         browser_login(page, base, "lan")
         page.goto(f"{base}/operations/{op.pk}/")

@@ -18,8 +18,8 @@ from console.models import ClusterState
 from console.services.operations import cluster_set_state
 from tests.e2e.test_dashboard import (
     ARTIFACTS,
-    CHROMIUM_ARGS,
     browser_login,
+    chromium,
     uvicorn_server,
 )
 from tests.factories import make_user
@@ -43,18 +43,13 @@ def set_state(cluster: object, state: str) -> None:
 
 
 def test_it_streams_an_answer_shows_ttft_and_stops_mid_answer(tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
 
     make_user("chatter", "operator")
     with ExitStack() as stack:
         engine = stack.enter_context(sim_engine(MODEL, time_scale="0.3"))
         cluster = running_cluster(engine, name="pg-e2e")
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         browser_login(page, base, "chatter")
         page.click("a[href='/playground/']")

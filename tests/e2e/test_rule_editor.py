@@ -13,14 +13,17 @@ from console.services.inventory import demo_seed
 from monitoring.alerts.services import alert_rules_seed
 from monitoring.models.alerts import AlertRule
 from tests.alerts.helpers import ingest
-from tests.e2e.test_dashboard import CHROMIUM_ARGS, browser_login, uvicorn_server
+from tests.e2e.test_dashboard import (
+    browser_login,
+    chromium,
+    uvicorn_server,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_rule_editor_previews_what_the_rule_would_match() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     alert_rules_seed()
@@ -29,11 +32,7 @@ def test_the_rule_editor_previews_what_the_rule_would_match() -> None:
     make_user("ada", "admin")
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         page = browser.new_page(locale="en-US", viewport={"width": 1440, "height": 900})
         browser_login(page, base, "ada")
         page.click("#nav-rules")

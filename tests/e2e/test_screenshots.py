@@ -20,8 +20,8 @@ from monitoring.alerts.services import alert_rules_seed
 from tests.alerts.helpers import ingest
 from tests.e2e.test_dashboard import (
     ARTIFACTS,
-    CHROMIUM_ARGS,
     browser_login,
+    chromium,
     uvicorn_server,
 )
 from tests.factories import make_user
@@ -32,7 +32,6 @@ SHOTS = ARTIFACTS / "screenshots"
 
 
 def test_every_main_page_renders_in_both_languages() -> None:
-    from playwright.sync_api import sync_playwright
 
     demo_seed()
     alert_rules_seed()
@@ -83,11 +82,7 @@ def test_every_main_page_renders_in_both_languages() -> None:
     }
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
-        pw = stack.enter_context(sync_playwright())
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        stack.callback(browser.close)
+        browser = chromium(stack)
         for lang, locale in (("zh-hans", "zh-CN"), ("en", "en-US")):
             context = browser.new_context(
                 locale=locale,
