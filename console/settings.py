@@ -399,6 +399,9 @@ if TRUST_X_FORWARDED_FOR:
 
 # --- Operations (runbook bounds; seconds) ------------------------------------------
 AGENT_TIMEOUT_S = env_int("AGENT_TIMEOUT_S", 30, minimum=1)
+# Verify weights (sha256 of every model file on every node): ~800 GB per node at the
+# agents' WEIGHTS_HASH_MB_S (200 MB/s) takes ~70 min the first time; cached afterwards.
+WEIGHTS_HASH_TIMEOUT_S = env_int("WEIGHTS_HASH_TIMEOUT_S", 3 * 3600, minimum=10)
 PREFLIGHT_REACH_TIMEOUT_S = env_int("PREFLIGHT_REACH_TIMEOUT_S", 10, minimum=1)
 PREFLIGHT_TIMEOUT_S = env_int("PREFLIGHT_TIMEOUT_S", 120, minimum=1)
 # The engines' API key (console/engine_auth.py): one key for every cluster, or empty for a

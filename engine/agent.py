@@ -36,7 +36,7 @@ if _blocked:
     sys.modules["django"] = None  # type: ignore[assignment]
 import kombu.utils.json  # noqa: E402,F401
 import psutil  # noqa: E402
-from celery import Celery  # noqa: E402
+from celery import Celery, current_task  # noqa: E402
 from celery.exceptions import Ignore  # noqa: E402
 from celery.signals import worker_init, worker_shutdown  # noqa: E402
 
@@ -560,7 +560,10 @@ def node_preflight(
 @agent_task("node.weights_sha256")
 def node_weights_sha256(node: str, model_path: str) -> dict[str, Any]:
     """The model directory's manifest with a sha256 per file (engine/weights.py): cached
-    by size and mtime, read at most ``WEIGHTS_HASH_MB_S`` MB/s."""
+    by size and mtime, read at most ``WEIGHTS_HASH_MB_S`` MB/s. While it reads, the
+    task's state is ``PROGRESS`` with weights.HashProgress's fields (file, done/total
+    bytes, files_done/files), which the console shows; the answer carries the final
+    ``progress`` (``cached`` files and ``bytes_read`` say what the cache saved)."""
     _check_node(node)
     local = _driver().model_dir(str(model_path), config.node_name)
     found = weights.manifest(local)
@@ -568,7 +571,16 @@ def node_weights_sha256(node: str, model_path: str) -> dict[str, Any]:
         config.workdir / "weights-sha256.json",
         max_mb_s=float(os.environ.get("WEIGHTS_HASH_MB_S", "200")),
     )
-    found["sha256"] = weights.hash_manifest(local, cache) if found["exists"] else {}
+    task = current_task
+
+    def report(state: dict[str, Any]) -> None:
+        if task is not None and task.request.id:
+            task.update_state(state="PROGRESS", meta=state)
+
+    if found["exists"]:
+        found["sha256"], found["progress"] = weights.hash_manifest(local, cache, report)
+    else:
+        found["sha256"], found["progress"] = {}, {}
     found["path"] = str(model_path)
     return {"node": config.node_name, **found}
 

@@ -174,6 +174,7 @@ class HashCache:
     def __init__(self, cache_file: Path, *, max_mb_s: float = 0.0) -> None:
         self.cache_file = cache_file
         self.max_mb_s = max_mb_s  # 0 = unbounded; chunks are always CHUNK bytes
+        self.reads = 0  # files read (not answered from the cache) by this instance
         try:
             self.entries: dict[str, Any] = json.loads(cache_file.read_text("utf-8"))
         except (OSError, ValueError):
@@ -193,6 +194,7 @@ class HashCache:
         hit = self.entries.get(key)
         if hit and hit["size"] == st.st_size and hit["mtime_ns"] == st.st_mtime_ns:
             return str(hit["sha256"])
+        self.reads += 1
         h = hashlib.sha256()
         done = 0
         started = time.monotonic()
@@ -216,30 +218,75 @@ class HashCache:
         return value
 
 
-def _progress_of(
-    progress: Callable[[str, int, int], None] | None, rel: str
-) -> Callable[[int, int], None] | None:
-    if progress is None:
-        return None
-    report = progress
+class HashProgress:
+    """Bytes hashed over the whole directory, for ``report(state)`` at most every
+    ``every_s`` seconds (and once at the end): ``file``, ``done``/``total`` bytes,
+    ``files_done``/``files``, ``cached`` (files answered from the cache, no IO) and
+    ``bytes_read`` (what was actually read)."""
 
-    def step(done: int, size: int) -> None:
-        report(rel, done, size)
+    def __init__(
+        self,
+        sizes: dict[str, int],
+        report: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        every_s: float = 0.5,
+    ) -> None:
+        self.state: dict[str, Any] = {
+            "file": "",
+            "done": 0,
+            "total": sum(sizes.values()),
+            "files_done": 0,
+            "files": len(sizes),
+            "cached": 0,
+            "bytes_read": 0,
+        }
+        self._report = report
+        self._every_s = every_s
+        self._last = 0.0
+        self._base = 0
 
-    return step
+    def _emit(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._report and (force or now - self._last >= self._every_s):
+            self._last = now
+            self._report(dict(self.state))
+
+    def file_started(self, rel: str) -> Callable[[int, int], None]:
+        self.state["file"] = rel
+        self._base = self.state["done"]
+
+        def step(done: int, size: int) -> None:
+            self.state["done"] = self._base + done
+            self._emit()
+
+        return step
+
+    def file_done(self, size: int, *, cached: bool) -> None:
+        self.state["done"] = self._base + size
+        self.state["files_done"] += 1
+        self.state["cached"] += int(cached)
+        if not cached:
+            self.state["bytes_read"] += size
+        self._emit(force=self.state["files_done"] == self.state["files"])
 
 
 def hash_manifest(
     path: str | Path,
     cache: HashCache,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> dict[str, str]:
-    """sha256 of every file of the manifest (cached); ``progress(file, done, size)``."""
+    report: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """sha256 of every file of the directory (cached by size and mtime) and the final
+    progress state; ``report(state)`` is called as the bytes go by (HashProgress)."""
     root = Path(path)
+    sizes = _files(root)
+    progress = HashProgress(sizes, report)
     out: dict[str, str] = {}
-    for rel in _files(root):
-        out[rel] = cache.digest(root / rel, _progress_of(progress, rel))
-    return out
+    for rel, size in sizes.items():
+        step = progress.file_started(rel)
+        before = cache.reads
+        out[rel] = cache.digest(root / rel, step)
+        progress.file_done(size, cached=cache.reads == before)
+    return out, progress.state
 
 
 def declared_disagreements(

@@ -19,6 +19,11 @@ class OperationKind(models.TextChoices):
     FAILOVER = "failover", _("Failover")
     SCALE_OUT = "scale_out", _("Scale out")
     REPLACE = "replace", _("Replace node")
+    VERIFY_WEIGHTS = "verify_weights", _("Verify weights (sha256)")
+
+
+# Kinds that only read: they run in any cluster state and leave it as it was.
+READ_ONLY_KINDS = (OperationKind.PREFLIGHT, OperationKind.VERIFY_WEIGHTS)
 
 
 class OperationState(models.TextChoices):

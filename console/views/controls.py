@@ -29,6 +29,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     # Preflight on a serving cluster reports its own engines' NPUs and ports as faults.
     OperationKind.PREFLIGHT: (ClusterState.STOPPED, ClusterState.FAILED),
+    # Only reads the model files (bounded IO), so a serving cluster may verify too.
+    OperationKind.VERIFY_WEIGHTS: (
+        ClusterState.STOPPED,
+        ClusterState.FAILED,
+        ClusterState.RUNNING,
+        ClusterState.DEGRADED,
+    ),
 }
 
 # How each button looks: one primary action, Stop outlined (dangerous, never the loudest).
@@ -37,6 +44,7 @@ STYLE: dict[str, str] = {
     OperationKind.STOP: "danger",
     OperationKind.RESTART: "secondary",
     OperationKind.PREFLIGHT: "secondary",
+    OperationKind.VERIFY_WEIGHTS: "secondary",
 }
 
 
@@ -79,6 +87,7 @@ def operation_controls(cluster: Cluster, active: Operation | None) -> list[Contr
         OperationKind.START,
         OperationKind.STOP,
         OperationKind.RESTART,
+        OperationKind.VERIFY_WEIGHTS,
     ):
         if active is not None:
             enabled = False

@@ -45,6 +45,7 @@ MANUAL_KINDS = (
     OperationKind.START,
     OperationKind.STOP,
     OperationKind.RESTART,
+    OperationKind.VERIFY_WEIGHTS,
 )
 
 

@@ -68,24 +68,30 @@ def test_one_shard_of_another_size_is_named(tmp_path):
 
 def test_sha256_is_cached_by_size_and_mtime(tmp_path):
     root = _copy(tmp_path, "a")
+    total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     cache = weights.HashCache(tmp_path / "cache.json")
-    seen: list[tuple[str, int, int]] = []
-    first = weights.hash_manifest(root, cache, lambda f, d, s: seen.append((f, d, s)))
+    seen: list[dict] = []
+    first, state = weights.hash_manifest(root, cache, seen.append)
     assert len(first) == 6 and seen
+    # progress: cumulative bytes over the whole directory, ending at the total
+    dones = [s["done"] for s in seen]
+    assert dones == sorted(dones) and seen[-1]["done"] == total == state["total"]
+    assert state["files_done"] == state["files"] == 6
+    assert state["cached"] == 0 and state["bytes_read"] == total
     seen.clear()
-    again = weights.hash_manifest(
-        root,
-        weights.HashCache(tmp_path / "cache.json"),
-        lambda f, d, s: seen.append((f, d, s)),
+    again, state = weights.hash_manifest(
+        root, weights.HashCache(tmp_path / "cache.json"), seen.append
     )
-    assert again == first and seen == []  # nothing read again
+    assert again == first  # nothing read again:
+    assert state["cached"] == 6 and state["bytes_read"] == 0 and state["done"] == total
     path = root / SHARD
     data = bytearray(path.read_bytes())
     data[-1] = 1  # same size, new content and mtime
     path.write_bytes(bytes(data))
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
-    third = weights.hash_manifest(root, cache)
+    third, state = weights.hash_manifest(root, cache)
     assert third[SHARD] != first[SHARD]
+    assert state["cached"] == 5 and state["bytes_read"] == path.stat().st_size
     m_a, m_b = weights.manifest(_copy(tmp_path, "b")), weights.manifest(root)
     m_a["sha256"], m_b["sha256"] = first, third
     m_c = dict(m_a)

@@ -32,13 +32,21 @@ ICONS = {
 
 class Command(BaseCommand):
     help = (
-        "Operate a cluster: preflight, start (rank order), stop (reverse order), restart, or show its status. "
+        "Operate a cluster: preflight, start (rank order), stop (reverse order), restart, verify_weights (sha256 of every model file on every node, compared; runs while serving), or show its status. "
         "With --wait the steps are printed as they happen and the exit status is 0 only on success."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "action", choices=["preflight", "start", "stop", "restart", "status"]
+            "action",
+            choices=[
+                "preflight",
+                "start",
+                "stop",
+                "restart",
+                "verify_weights",
+                "status",
+            ],
         )
         parser.add_argument("cluster", help="cluster name, e.g. qwen35-prod")
         parser.add_argument(

@@ -15,7 +15,7 @@ from django.utils import timezone
 from console.engine_auth import engine_headers, with_engine_key
 from console.models import ClusterState, Node, NodeState
 from console.models.operations import (
-    OperationKind,
+    READ_ONLY_KINDS,
     OperationStep,
     StepState,
 )
@@ -419,7 +419,7 @@ def after_start(run: Run) -> None:
 def leave_stopped(run: Run) -> None:
     """After a failure: Stopped, unless a rank could not be confirmed down (then Failed:
     something may still hold the NPUs, and the page must not say otherwise)."""
-    if run.op.kind == OperationKind.PREFLIGHT:
+    if run.op.kind in READ_ONLY_KINDS:
         return
     run.cluster.refresh_from_db()
     cluster_set_state(

@@ -37,6 +37,7 @@ from console.services.runbooks.remedies import (
     replace_undo,
     verify_link_switch,
 )
+from console.services.runbooks.weights import run_weights, weights_rows
 
 
 def _no_rows(run: Run) -> None:
@@ -183,6 +184,12 @@ SWAP_SPARE_IN = Step(
     undo=replace_undo,  # the inventory as it was
 )
 
+VERIFY_WEIGHTS = Step(
+    "sha256 of every model file on every node at once, then compared across nodes",
+    plan=weights_rows,
+    run=run_weights,
+)
+
 # -- the runbooks ---------------------------------------------------------------------
 
 _START_AND_SERVE = (
@@ -195,6 +202,7 @@ _START_AND_SERVE = (
 
 RUNBOOKS: dict[str, tuple[Step, ...]] = {
     OperationKind.PREFLIGHT: (CHECKS_ONLY,),
+    OperationKind.VERIFY_WEIGHTS: (VERIFY_WEIGHTS,),
     OperationKind.START: (CLEAR_LEFTOVERS, PREFLIGHT, *_START_AND_SERVE),
     OperationKind.STOP: (STOP,),
     OperationKind.RESTART: (STOP_FIRST, PREFLIGHT, *_START_AND_SERVE),

@@ -1,0 +1,163 @@
+"""Verify weights: sha256 of every model file on every node, compared across nodes.
+
+A size-and-name manifest (what preflight compares before every start) cannot see a
+shard of the right size with the wrong bytes — a copy cut short and padded, a bit
+flipped on a disk. This operation reads every file on every node at once (each agent
+bounded to ``WEIGHTS_HASH_MB_S`` and caching digests by size and mtime, engine/weights.py),
+shows each node's bytes as they go by, and names the files whose sha256 differs from
+the majority. It only reads: it runs on a serving cluster and leaves its state alone.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery.result import AsyncResult
+from django.conf import settings
+
+from console.celery import app, node_queue
+from console.models import Node
+from console.models.operations import OperationStep, StepState
+from console.services.runbooks.base import Run
+from engine import weights
+
+MIB = 1024 * 1024
+
+
+def weights_rows(run: Run) -> dict[str, Any]:
+    return {
+        "nodes": {
+            node.name: run.add_step(f"sha256 of the model files on {node.name}", node)
+            for node in run.nodes
+        },
+        "compare": run.add_step("Compare sha256 across nodes"),
+    }
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1024 * MIB):.1f} GiB" if n >= 1024 * MIB else f"{n / MIB:.0f} MiB"
+
+
+def _show(run: Run, row: OperationStep, state: dict[str, Any]) -> None:
+    done, total = int(state.get("done") or 0), int(state.get("total") or 0)
+    run.step_update(
+        row,
+        progress_done=done // MIB,
+        progress_total=max(1, total // MIB),
+        summary=(
+            f"{_gib(done)} of {_gib(total)}, "
+            f"file {state.get('files_done', 0)}/{state.get('files', 0)}: "
+            f"{state.get('file', '')}"
+        )[:500],
+    )
+
+
+def _send(node: Node, model_path: str, timeout: float) -> AsyncResult:
+    return app.send_task(
+        "node.weights_sha256",
+        kwargs={"node": node.name, "model_path": model_path},
+        queue=node.agent_queue or node_queue(node.name),
+        expires=timeout,
+    )
+
+
+def _answer(result: AsyncResult) -> Any:
+    try:
+        return result.get(timeout=1, propagate=True, disable_sync_subtasks=False)
+    except Exception as exc:  # the agent's own error is the step's evidence
+        return exc
+    finally:
+        result.forget()
+
+
+def run_weights(run: Run, rows: dict[str, Any]) -> None:
+    timeout = float(settings.WEIGHTS_HASH_TIMEOUT_S)
+    model_path = run.cluster.profile.model_path
+    by_name = {node.name: node for node in run.nodes}
+    for row in rows["nodes"].values():
+        run.begin(row)
+    pending = {
+        name: _send(by_name[name], model_path, timeout) for name in rows["nodes"]
+    }
+    deadline = time.monotonic() + timeout
+    manifests: dict[str, dict[str, Any]] = {}
+    failed: list[str] = []
+    shown: dict[str, Any] = {}
+    try:
+        while pending:
+            run.check_cancel()
+            for name, result in list(pending.items()):
+                row = rows["nodes"][name]
+                if not result.ready():
+                    info = result.info if result.state == "PROGRESS" else None
+                    if isinstance(info, dict) and info != shown.get(name):
+                        shown[name] = info
+                        _show(run, row, info)
+                    continue
+                del pending[name]
+                answer = _answer(result)
+                if isinstance(answer, Exception):
+                    failed.append(name)
+                    run.fail(row, f"the agent answered with an error: {answer}")
+                elif not answer.get("exists"):
+                    failed.append(name)
+                    run.fail(row, f"no model directory at {model_path} on {name}")
+                else:
+                    manifests[name] = answer
+                    progress = answer.get("progress") or {}
+                    run.finish(
+                        row,
+                        f"{len(answer['sha256'])} files, {_gib(int(progress.get('total') or 0))}; "
+                        f"{progress.get('cached', 0)} from the cache, "
+                        f"{_gib(int(progress.get('bytes_read') or 0))} read",
+                        progress_done=max(1, int(progress.get("total") or 0) // MIB),
+                        progress_total=max(1, int(progress.get("total") or 0) // MIB),
+                        data={"sha256": answer["sha256"], "progress": progress},
+                    )
+            if pending and time.monotonic() > deadline:
+                for name in pending:
+                    failed.append(name)
+                    run.fail(
+                        rows["nodes"][name],
+                        f"no answer within {timeout:.0f}s (WEIGHTS_HASH_TIMEOUT_S)",
+                    )
+                break
+            time.sleep(0.25)
+    finally:
+        for result in pending.values():
+            result.forget()  # an agent still hashing finishes on its own (bounded IO)
+    _compare(run, rows["compare"], manifests, failed)
+
+
+def _compare(
+    run: Run,
+    row: OperationStep,
+    manifests: dict[str, dict[str, Any]],
+    failed: list[str],
+) -> None:
+    run.begin(row)
+    differ = weights.compare(manifests)
+    run.result["weights"] = {
+        "differ": differ,
+        "nodes": sorted(manifests),
+        "failed": sorted(failed),
+    }
+    if differ:
+        lines = [f"{node}: {text}" for node, texts in differ.items() for text in texts]
+        raise run.fail(
+            row,
+            "files differ: "
+            + "; ".join(lines[:10])
+            + (f"; and {len(lines) - 10} more" if len(lines) > 10 else "")
+            + " — copy them again from a good node (rsync -a --checksum)",
+            data={"differ": differ},
+        )
+    if failed:
+        raise run.fail(row, f"not every node answered: {', '.join(sorted(failed))}")
+    files = len(next(iter(manifests.values()))["sha256"]) if manifests else 0
+    run.finish(
+        row,
+        f"{files} files identical (sha256) on all {len(manifests)} nodes",
+        state=StepState.SUCCEEDED,
+    )
