@@ -4,15 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0009_acceptance_gate_and_benchmarks'),
+        ("console", "0009_acceptance_gate_and_benchmarks"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='operation',
-            name='kind',
-            field=models.CharField(choices=[('preflight', 'Preflight'), ('start', 'Start'), ('stop', 'Stop'), ('restart', 'Restart'), ('failover', 'Failover'), ('scale_out', 'Scale out'), ('replace', 'Replace node'), ('verify_weights', 'Verify weights (sha256)')], max_length=16, verbose_name='kind'),
+            model_name="operation",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("preflight", "Preflight"),
+                    ("start", "Start"),
+                    ("stop", "Stop"),
+                    ("restart", "Restart"),
+                    ("failover", "Failover"),
+                    ("scale_out", "Scale out"),
+                    ("replace", "Replace node"),
+                    ("verify_weights", "Verify weights (sha256)"),
+                ],
+                max_length=16,
+                verbose_name="kind",
+            ),
         ),
     ]
