@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
@@ -19,6 +20,7 @@ from rest_framework.authtoken.models import TokenProxy
 
 from console.models import AuditEvent, Cluster, EngineProfile, Node
 from console.services.audit import audit_record, snapshot
+from engine import compat
 
 admin.site.site_header = _("Ascend vLLM Ops Console administration")
 admin.site.site_title = _("Ascend vLLM Ops Console")
@@ -173,8 +175,91 @@ class NodeInline(admin.TabularInline):
     show_change_link = True
 
 
+class EngineProfileForm(forms.ModelForm):
+    """The vllm-ascend version is picked from the release compatibility matrix
+    (engine/vllm_ascend_releases.json); any other version is an override an admin
+    types with a reason, audited as ``profile.version_override`` (issue 18)."""
+
+    override_version = forms.CharField(
+        label=_("Other vllm-ascend version (override)"),
+        required=False,
+        max_length=40,
+        help_text=_(
+            "Only for a build the matrix does not know (a site patch, a newer release): "
+            "preflight then cannot check CANN, torch_npu and Triton-Ascend against it."
+        ),
+    )
+    override_reason = forms.CharField(
+        label=_("Reason for the override"),
+        required=False,
+        max_length=300,
+        help_text=_("Required with an override; kept in the audit log."),
+    )
+
+    class Meta:
+        model = EngineProfile
+        fields = "__all__"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        matrix = compat.source()
+        choices = [("", "—")] + [(v, v) for v in compat.releases()]
+        field = forms.ChoiceField(
+            label=self.fields["vllm_ascend_version"].label,
+            choices=choices,
+            required=False,
+            help_text=_(
+                "Releases of vllm-ascend's compatibility matrix ({source} at {commit})."
+            ).format(source=matrix.get("matrix", ""), commit=matrix.get("commit", "")[:12]),
+        )
+        current = self.initial.get("vllm_ascend_version") or ""
+        if current and compat.release(current) is None:
+            self.initial["override_version"] = current  # a past override stays visible
+            self.initial["vllm_ascend_version"] = ""
+        self.fields["vllm_ascend_version"] = field
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        other = (data.get("override_version") or "").strip()
+        if not other:
+            return data
+        if compat.release(other) is not None:
+            data["vllm_ascend_version"] = compat.normalize(other)
+            data["override_version"] = ""
+            return data  # a release after all: no override
+        if not (data.get("override_reason") or "").strip():
+            self.add_error(
+                "override_reason",
+                _("Say why {v} is used although the matrix does not know it.").format(
+                    v=other
+                ),
+            )
+        data["vllm_ascend_version"] = other
+        self.instance.vllm_ascend_version = other
+        return data
+
+
 @admin.register(EngineProfile)
 class EngineProfileAdmin(AuditedAdmin):
+    form = EngineProfileForm
+
+    def save_model(
+        self, request: HttpRequest, obj: Model, form: Any, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        other = form.cleaned_data.get("override_version")
+        if other:
+            audit_record(
+                action="profile.version_override",
+                request=request,
+                target=obj,
+                after={
+                    "vllm_ascend_version": other,
+                    "reason": form.cleaned_data.get("override_reason", ""),
+                    "matrix": compat.source().get("commit", ""),
+                },
+            )
+
     list_display = (
         "name",
         "served_model_name",
