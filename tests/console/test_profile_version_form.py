@@ -19,7 +19,7 @@ def _post_data(profile: EngineProfile, **changes: Any) -> dict[str, Any]:
     """What the admin change form would post for ``profile`` unchanged, plus ``changes``."""
     form = EngineProfileForm(instance=profile)
     data: dict[str, Any] = {}
-    for name, field in form.fields.items():
+    for name in form.fields:
         value = form[name].value()
         if value is None or value is False:
             continue
