@@ -210,7 +210,9 @@ class EngineProfileForm(forms.ModelForm):
             required=False,
             help_text=_(
                 "Releases of vllm-ascend's compatibility matrix ({source} at {commit})."
-            ).format(source=matrix.get("matrix", ""), commit=matrix.get("commit", "")[:12]),
+            ).format(
+                source=matrix.get("matrix", ""), commit=matrix.get("commit", "")[:12]
+            ),
         )
         current = self.initial.get("vllm_ascend_version") or ""
         if current and compat.release(current) is None:

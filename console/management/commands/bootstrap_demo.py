@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from console.gateway import changes
 from console.services.inventory import credentials_path, demo_seed, demo_users_ensure
 
 
@@ -13,9 +16,19 @@ class Command(BaseCommand):
     help = "What `make run` does before starting the processes: migrate, seed the demo inventory, create the demo users, print the URL and logins."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        call_command("migrate", interactive=False, verbosity=0)
-        demo_seed()
-        passwords = demo_users_ensure()
+        # `make run` seeds before it starts the embedded Redis: no gateway process runs
+        # yet, and a new Redis starts the cache version from a random value, so every
+        # gateway that starts later loads this inventory fresh. Bumping then would
+        # only log a failed connection per write; with Redis up, every write bumps.
+        try:
+            changes._client().ping()
+            bumps: Any = nullcontext()
+        except redis.RedisError:
+            bumps = changes.quiet()
+        with bumps:
+            call_command("migrate", interactive=False, verbosity=0)
+            demo_seed()
+            passwords = demo_users_ensure()
         url = f"http://{settings.CONSOLE_HOST}:{settings.CONSOLE_PORT}/"
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS(f"Ascend vLLM Ops Console → {url}"))
