@@ -34,7 +34,11 @@ def start_steps(run: Run) -> dict[str, OperationStep]:
         steps[f"start:{node.name}"] = run.add_step(
             f"Start rank {node.rank} on {node.name}", node
         )
-        if node.rank == 0:
+        # Rank 0 binds its RPC port (--data-parallel-rpc-port, or --master-port with
+        # --nnodes) for the ranks of other nodes to join; vLLM's data-parallel
+        # handshake with remote engines (docs/serving/data_parallel_deployment.md) has
+        # nothing to wait for on a single node, so nothing is awaited there.
+        if node.rank == 0 and len(run.nodes) > 1:
             steps["listen"] = run.add_step(
                 f"Rank 0 listening on {node.management_ip}:{node.rpc_port}", node
             )
@@ -105,7 +109,7 @@ def run_start(run: Run, steps: dict[str, OperationStep]) -> None:
             data={"pid": answer["pid"], "started_at": answer["started_at"]},
         )
         Node.objects.filter(pk=node.pk).update(state=NodeState.RUNNING)
-        if node.rank == 0:
+        if node.rank == 0 and "listen" in steps:
             wait_listening(run, steps["listen"], node)
         else:
             confirm_running(run, node, step)
