@@ -21,6 +21,7 @@ from rest_framework.authtoken.models import TokenProxy
 from console.models import AuditEvent, Cluster, EngineProfile, Node
 from console.services.audit import audit_record, snapshot
 from engine import compat
+from engine.tuning import TUNING_OPTIONS
 
 admin.site.site_header = _("Ascend vLLM Ops Console administration")
 admin.site.site_title = _("Ascend vLLM Ops Console")
@@ -219,6 +220,19 @@ class EngineProfileForm(forms.ModelForm):
             self.initial["override_version"] = current  # a past override stays visible
             self.initial["vllm_ascend_version"] = ""
         self.fields["vllm_ascend_version"] = field
+        self.fields["tuning"] = forms.MultipleChoiceField(
+            label=self.fields["tuning"].label,
+            required=False,
+            widget=forms.CheckboxSelectMultiple,
+            choices=[
+                (o.key, f"{' '.join(o.argv())} — {o.reason} ({o.source})")
+                for o in TUNING_OPTIONS
+            ],
+            help_text=_(
+                "Each adds its vllm serve flags to the plan; the model check refuses one "
+                "the profile's vLLM version lacks."
+            ),
+        )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

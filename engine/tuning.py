@@ -85,6 +85,49 @@ TUNING_OPTIONS: tuple[TuningOption, ...] = (
 )
 
 
+OPTIONS_BY_KEY: dict[str, TuningOption] = {o.key: o for o in TUNING_OPTIONS}
+
+
+def tuning_problems(
+    keys: list[str], vllm_version: str, extra_flags: list[str]
+) -> list[str]:
+    """Why the chosen option ``keys`` cannot be used with this version and these extra
+    flags (empty when they can): unknown keys, flags the version lacks, a flag that
+    ``extra_flags`` sets already."""
+    out = []
+    for key in keys:
+        option = OPTIONS_BY_KEY.get(key)
+        if option is None:
+            out.append(
+                f"unknown tuning option {key!r}; choose from {', '.join(OPTIONS_BY_KEY)}"
+            )
+            continue
+        if vllm_version in SUPPORTED_VERSIONS:
+            out += [
+                f"{key}: {p.message}"
+                for p in check_argv(["model", *option.argv()], vllm_version)
+            ]
+        if option.flags and option.flags[0] in extra_flags:
+            out.append(
+                f"{key}: extra flags set {option.flags[0]} already; remove one of the two"
+            )
+    return out
+
+
+def apply_tuning(keys: list[str], *, nodes: int) -> tuple[list[str], dict[str, Any]]:
+    """The extra ``vllm serve`` flags and profile-field overrides of the chosen options
+    on ``nodes`` servers (a multi-node-only option does nothing on one server)."""
+    flags: list[str] = []
+    fields: dict[str, Any] = {}
+    for key in keys:
+        option = OPTIONS_BY_KEY.get(key)
+        if option is None or (option.multi_node_only and nodes < 2):
+            continue
+        flags += option.flags
+        fields.update(option.profile_fields)
+    return flags, fields
+
+
 def tuning_options(vllm_version: str, *, nodes: int) -> list[dict[str, Any]]:
     """The options for a profile of ``vllm_version`` on ``nodes`` servers.
 

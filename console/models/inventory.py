@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from console.constants import VLLM_VERSIONS
 from engine import links
 from engine.capabilities import SERVER_MODEL_LABELS, UNKNOWN_MODEL, capability
+from engine.tuning import tuning_problems
 
 name_validator = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
@@ -181,6 +182,15 @@ class EngineProfile(models.Model):
             'vllm serve arguments as a JSON list, e.g. ["--async-scheduling"].'
         ),
     )
+    tuning = models.JSONField(
+        _("tuning options"),
+        default=list,
+        blank=True,
+        help_text=_(
+            "Options of vllm-ascend's Qwen3.5-397B-A17B tutorial (engine/tuning.py), "
+            "by key; each adds its flags to the plan."
+        ),
+    )
     extra_env = models.JSONField(
         _("extra environment"),
         default=dict,
@@ -285,6 +295,20 @@ class EngineProfile(models.Model):
             errors["extra_flags"] = _(
                 "The first extra flag must start with -- (got {flag!r})."
             ).format(flag=self.extra_flags[0])
+        if not isinstance(self.tuning, list) or not all(
+            isinstance(k, str) for k in self.tuning
+        ):
+            errors["tuning"] = _(
+                'Tuning options must be a JSON list of option keys, e.g. ["fixed_seed"].'
+            )
+        else:
+            problems = tuning_problems(
+                self.tuning,
+                self.vllm_version,
+                self.extra_flags if isinstance(self.extra_flags, list) else [],
+            )
+            if problems:
+                errors["tuning"] = problems
         if not isinstance(self.extra_env, dict):
             errors["extra_env"] = _(
                 'Extra environment must be a JSON object of NAME: "value".'

@@ -17,8 +17,12 @@ from console.models import Cluster, EngineProfile, Node, NodeRole
 from console.permissions import set_user_role
 from console.services.audit import audit_record, snapshot
 from engine.capabilities import SERVER_MODELS
+from engine.tuning import TUNING_OPTIONS
 
 DEMO_MODEL = "qwen3.5"
+# Every option of the tutorial (engine/tuning.py): both demo clusters span servers.
+DEMO_TUNING = tuple(option.key for option in TUNING_OPTIONS)
+
 DEMO_PROFILES: dict[str, dict[str, Any]] = {
     "bf16": {
         "name": "Qwen3.5-397B-A17B BF16, DP4 × TP8 + EP",
@@ -143,7 +147,8 @@ def demo_seed(*, actor: Any = None) -> dict[str, int]:
     created = {"profiles": 0, "clusters": 0, "nodes": 0}
     profiles: dict[str, EngineProfile] = {}
     for key, fields in DEMO_PROFILES.items():
-        values = {**fields, **QWEN35_FACTS}
+        # the demo serves as vllm-ascend's Qwen3.5-397B-A17B multi-node tutorial does
+        values = {**fields, **QWEN35_FACTS, "tuning": list(DEMO_TUNING)}
         name = values.pop("name")
         profile = EngineProfile.objects.filter(name=name).first()
         if profile is None:

@@ -104,7 +104,7 @@ def profile_validate_plan(*, profile: EngineProfile) -> None:
             build_plan(
                 profile.name,
                 _reference_nodes(profile),
-                profile_spec(profile),
+                profile_spec(profile, nodes=len(_reference_nodes(profile))),
                 console_health_timeout_s=settings.ENGINE_HEALTH_TIMEOUT_S,
             )
         except PlanError as exc:

@@ -12,14 +12,20 @@ from engine.capabilities import capability
 from engine.drivers.container import container_env
 from engine.memory import model_facts_from_config
 from engine.plans import ClusterPlan, NodeSpec, PlanError, ProfileSpec, build_plan
+from engine.tuning import apply_tuning
 
 
 def profile_spec(
-    profile: EngineProfile, model_config: dict[str, Any] | None = None
+    profile: EngineProfile,
+    model_config: dict[str, Any] | None = None,
+    *,
+    nodes: int = 2,
 ) -> ProfileSpec:
     """The engine's view of a profile; model facts from config.json win: the one the
     nodes reported (``model_config``, console/services/weights.py), else a config.json
-    under the path on this machine."""
+    under the path on this machine. The profile's tuning options (engine/tuning.py)
+    add their flags for a cluster of ``nodes`` servers."""
+    tuning_flags, tuning_fields = apply_tuning(list(profile.tuning or []), nodes=nodes)
     facts = {
         "total_params_b": profile.total_params_b,
         "active_params_b": profile.active_params_b,
@@ -51,9 +57,11 @@ def profile_spec(
         max_num_seqs=profile.max_num_seqs,
         max_num_batched_tokens=profile.max_num_batched_tokens,
         gpu_memory_utilization=profile.gpu_memory_utilization,
-        enable_prefix_caching=profile.enable_prefix_caching,
+        enable_prefix_caching=tuning_fields.get(
+            "enable_prefix_caching", profile.enable_prefix_caching
+        ),
         api_server_count=profile.api_server_count,
-        extra_flags=list(profile.extra_flags or []),
+        extra_flags=[*(profile.extra_flags or []), *tuning_flags],
         extra_env=dict(profile.extra_env or {}),
         hccl_buffsize_mb=profile.hccl_buffsize_mb,
         kv_layers=from_config.get("kv_layers") or profile.kv_layers,
@@ -102,7 +110,7 @@ def cluster_plan(
     plan = build_plan(
         cluster.name,
         specs,
-        profile_spec(profile, model_config),
+        profile_spec(profile, model_config, nodes=len(specs)),
         # the console's own /health wait must outlast vLLM's (engine.timeouts)
         console_health_timeout_s=settings.ENGINE_HEALTH_TIMEOUT_S,
     )
