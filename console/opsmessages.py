@@ -48,6 +48,7 @@ MESSAGES: dict[str, str] = {
     ),
     "step.choose_spare": _lazy("Choose an idle spare of the same hardware"),
     "step.swap": _lazy("Swap {old} for {spare} in the inventory"),
+    "step.record_failed_links": _lazy("Record the failing HCCS links of {node}"),
     "step.weights_sha256": _lazy("sha256 of the model files on {node}"),
     "step.weights_compare": _lazy("Compare sha256 across nodes"),
     "step.verify_switch": _lazy(

@@ -37,16 +37,40 @@ class NodeReadmitResultSerializer(serializers.Serializer[Any]):
     node = serializers.CharField()
     state = serializers.CharField()
     checks = serializers.ListField(child=serializers.DictField())
+    links = serializers.DictField(
+        help_text="The failed HCCS links checked again: status recovered / "
+        "cannot_verify (accepted with a reason) / none recorded"
+    )
 
 
-@extend_schema(request=None, responses={200: NodeReadmitResultSerializer, 409: None})
+class NodeReadmitSerializer(serializers.Serializer[Any]):
+    accept_unverified_links = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=300,
+        help_text="Why to re-admit although the failed links cannot be checked (audited)",
+    )
+
+
+@extend_schema(
+    request=NodeReadmitSerializer,
+    responses={200: NodeReadmitResultSerializer, 409: None},
+)
 @api_view(["POST"])
 @permission_classes([IsOperator])
 def node_readmit_view(request: Request, name: str) -> Response:
     """Re-admit an out-of-service node as a spare; its preflight runs first (409 with the checks if it fails)."""
     node = get_object_or_404(Node, name=name)
     try:
-        result = node_readmit(node=node, user=request.user, request=request._request)
+        body = NodeReadmitSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = node_readmit(
+            node=node,
+            user=request.user,
+            request=request._request,
+            accept_unverified_links=body.validated_data["accept_unverified_links"],
+        )
     except ActionRefused as exc:
         return Response(
             {"detail": str(exc), "checks": exc.checks}, status=status.HTTP_409_CONFLICT

@@ -514,6 +514,11 @@ class Node(models.Model):
     link_mode_reason = models.CharField(
         _("link mode reason"), max_length=300, blank=True
     )
+    # The HCCS links (npu, chip, link) that lost packets when the node was replaced,
+    # measured under traffic before its engine stopped; re-admission checks exactly
+    # these (engine.link_verify.verify_links_recovered). Empty: none recorded.
+    failed_links = models.JSONField(_("failed HCCS links"), default=list, blank=True)
+    failed_links_evidence = models.JSONField(default=dict, blank=True)
     # What preflight read (engine/parsers/server_model.py) and a site's correction of
     # it; the effective model picks the remedy for a link fault (engine/capabilities.py).
     detected_server_model = models.CharField(

@@ -7,12 +7,14 @@ operation that moves the named nodes back to HCCS, started only by a person.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from console.constants import HCCS_LOSS_MAX_PCT
 from console.models import (
     Cluster,
     LinkMode,
@@ -26,6 +28,7 @@ from console.selectors import node_latest_sample
 from console.services.agents import AgentUnreachable, agent_call
 from console.services.audit import audit_record
 from console.services.operations import operation_start
+from engine.link_verify import CANNOT_VERIFY, NOT_RECOVERED, verify_links_recovered
 
 
 class ActionRefused(Exception):
@@ -48,11 +51,54 @@ def _model_path_for(node: Node) -> str:
     return ""
 
 
-def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any]:
-    """Put an out-of-service node back into the spare pool after its preflight passes.
+def _links_window(node: Node) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two node.collect samples of the node, FAILOVER_VERIFY_S apart."""
+    first = agent_call(node, "node.collect", timeout=settings.AGENT_TIMEOUT_S)
+    time.sleep(float(settings.FAILOVER_VERIFY_S))
+    return first, agent_call(node, "node.collect", timeout=settings.AGENT_TIMEOUT_S)
 
-    Returns ``{"node", "state", "checks"}``; raises ActionRefused (nothing changed) when the
-    node is not out of service, its agent does not answer or a check fails.
+
+def readmit_links_check(node: Node, *, accept_unverified: str = "") -> dict[str, Any]:
+    """The links that failed when the node was replaced (Node.failed_links), checked
+    again (engine.link_verify.verify_links_recovered). ``recovered`` passes; ``not
+    recovered`` refuses, naming the links; ``cannot verify`` (no traffic on an idle
+    node, counters unsupported) refuses unless the operator accepts it with a reason,
+    which the audit row keeps. No links recorded: nothing to check."""
+    if not node.failed_links:
+        return {"status": "none", "reason": "no failed links were recorded"}
+    failed = [tuple(k) for k in node.failed_links]
+    verdict = verify_links_recovered(
+        _links_window(node),
+        failed,
+        HCCS_LOSS_MAX_PCT,  # type: ignore[arg-type]
+    ).to_dict()
+    names = ", ".join(f"NPU {n} chip {c} link {i}" for n, c, i in failed[:8])
+    if verdict["status"] == NOT_RECOVERED:
+        raise ActionRefused(
+            f"{node.name} stays out of service: the HCCS links that failed ({names}) "
+            f"still fail: {verdict['reason']} Replace the HCCS module or reseat it, "
+            "then re-admit again."
+        )
+    if verdict["status"] == CANNOT_VERIFY:
+        if not accept_unverified.strip():
+            raise ActionRefused(
+                f"{node.name}: the HCCS links that failed ({names}) cannot be checked: "
+                f"{verdict['reason']} Re-admit with a reason to accept them unverified "
+                "(audited), or run traffic over them first."
+            )
+        verdict["accepted_unverified"] = accept_unverified.strip()[:300]
+    return verdict
+
+
+def node_readmit(
+    *, node: Node, user: Any, request: Any = None, accept_unverified_links: str = ""
+) -> dict[str, Any]:
+    """Put an out-of-service node back into the spare pool after its preflight passes
+    and the HCCS links that failed check out (readmit_links_check).
+
+    Returns ``{"node", "state", "checks", "links"}``; raises ActionRefused (nothing
+    changed) when the node is not out of service, its agent does not answer, a check
+    fails or its failed links do not pass.
     """
     if node.state != NodeState.OUT_OF_SERVICE:
         raise ActionRefused(
@@ -98,6 +144,18 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
             f"{node.name} stays out of service: preflight failed ({summary})",
             checks=checks,
         )
+    try:
+        links = readmit_links_check(node, accept_unverified=accept_unverified_links)
+    except (ActionRefused, AgentUnreachable) as exc:
+        audit_record(
+            action="node.readmit",
+            actor=user,
+            request=request,
+            target=node,
+            result="failure",
+            message=f"links: {exc}"[:300],
+        )
+        raise ActionRefused(str(exc), checks=checks) from None
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(pk=node.pk)
         if locked.state != NodeState.OUT_OF_SERVICE:
@@ -119,6 +177,8 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
             link_mode_reason=f"re-admitted by {user.username} after a passing preflight"[
                 :300
             ],
+            failed_links=[],
+            failed_links_evidence={},
         )
         audit_record(
             action="node.readmit",
@@ -131,11 +191,17 @@ def node_readmit(*, node: Node, user: Any, request: Any = None) -> dict[str, Any
                 "role": NodeRole.SPARE,
                 "link_mode": LinkMode.HCCS,
                 "checks": len(checks),
+                "links": links,
             },
-            message=f"{len(checks)} preflight checks passed",
+            message=f"{len(checks)} preflight checks passed; links: {links['status']}"
+            + (
+                f" (accepted unverified: {links['accepted_unverified']})"
+                if links.get("accepted_unverified")
+                else ""
+            ),
         )
     node.refresh_from_db()
-    return {"node": node.name, "state": node.state, "checks": checks}
+    return {"node": node.name, "state": node.state, "checks": checks, "links": links}
 
 
 def cluster_maintenance_set(

@@ -270,7 +270,14 @@ def node_readmit_view(request: HttpRequest, name: str) -> HttpResponse:
     """Preflight an out-of-service node; when every check passes it is an idle spare again."""
     node = get_object_or_404(Node, name=name)
     try:
-        result = node_readmit(node=node, user=request.user, request=request)
+        result = node_readmit(
+            node=node,
+            user=request.user,
+            request=request,
+            accept_unverified_links=request.POST.get("accept_unverified_links", "")[
+                :300
+            ],
+        )
     except ActionRefused as exc:
         messages.error(request, str(exc))
     else:

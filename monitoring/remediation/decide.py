@@ -310,6 +310,9 @@ def _execute(incident: Incident, *, user: Any = None) -> Operation | None:
         )
     elif incident.action == RemediationAction.REPLACE and node is not None:
         params.update(node=node.name)
+        if incident.alert.rule.metric == "node.hccs_loss_pct":
+            # a link fault: the runbook records which links fail, for re-admission
+            params.update(record_links=True)
     elif incident.action == RemediationAction.SCALE_OUT:
         standby = standby_for(cluster)
         if standby is None:

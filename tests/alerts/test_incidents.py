@@ -392,6 +392,68 @@ def test_readmission_runs_the_preflight_and_refuses_a_failing_node(
     assert results == ["failure", "success"]
 
 
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_readmission_checks_again_the_links_that_failed(
+    tmp_path: Path, settings: Any
+) -> None:
+    """An idle node carries no HCCS traffic: the links recorded as failing cannot be
+    measured, which is not a pass. The operator accepts them with a reason (audited)."""
+    from console.services.agents import agent_call
+    from tests.agents import agent_worker
+    from tests.factories import make_user
+    from tests.integration.test_agent import FAST_SIM
+
+    settings.FAILOVER_VERIFY_S = 0.3
+    node = _out_of_service("relink")
+    Node.objects.filter(pk=node.pk).update(
+        failed_links=[[2, 0, 3], [2, 0, 4]],
+        failed_links_evidence={"operation": 7, "threshold_pct": 15.0},
+    )
+    node.refresh_from_db()
+    ops = make_user("lena", "operator")
+    env = {
+        **FAST_SIM,
+        "SIM_STATE_DIR": str(tmp_path),
+        "SIM_NPU_IPS": ",".join(f"127.10.98.{i + 1}" for i in range(8)),
+    }
+    with agent_worker(node.name, extra_env=env):
+        refused = api(ops).post(f"/api/nodes/{node.name}/readmit/")
+        assert refused.status_code == 409, refused.content
+        detail = refused.json()["detail"]
+        assert "NPU 2 chip 0 link 3, NPU 2 chip 0 link 4" in detail, detail
+        assert "cannot be checked" in detail and "no traffic" in detail, detail
+        node.refresh_from_db()
+        assert node.state == NodeState.OUT_OF_SERVICE and node.failed_links
+        # counters unsupported on the node: still "cannot verify", never a pass
+        agent_call(node.name, "sim.inject", fault="hccs-unsupported")
+        refused = api(ops).post(f"/api/nodes/{node.name}/readmit/")
+        assert refused.status_code == 409
+        assert "unsupported or missing" in refused.json()["detail"]
+        agent_call(node.name, "sim.clear")
+        ok = api(ops).post(
+            f"/api/nodes/{node.name}/readmit/",
+            {"accept_unverified_links": "HCCS module reseated; hccl_test clean"},
+            format="json",
+        )
+        assert ok.status_code == 200, ok.content
+        assert ok.json()["links"]["status"] == "cannot_verify"
+    node.refresh_from_db()
+    assert node.state == NodeState.READY and node.failed_links == []
+    event = AuditEvent.objects.filter(
+        action="node.readmit", target_id=str(node.pk), result="success"
+    ).get()
+    assert event.after["links"]["accepted_unverified"] == (
+        "HCCS module reseated; hccl_test clean"
+    )
+    assert (
+        AuditEvent.objects.filter(
+            action="node.readmit", target_id=str(node.pk), result="failure"
+        ).count()
+        == 2
+    )
+
+
 def test_an_out_of_service_spare_shows_a_readmit_button_to_operators(
     operator: Any, viewer: Any
 ) -> None:

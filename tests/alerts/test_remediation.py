@@ -303,6 +303,16 @@ def test_on_an_800t_a2_hccs_loss_replaces_the_node_by_the_spare_without_a_roce_s
     assert spare.detected_server_model == "atlas-800t-a2"  # checked before the swap
     assert node.state == NodeState.OUT_OF_SERVICE and node.cluster_id is None
     assert spare.cluster_id == cluster.pk and spare.rank == 2
+    # the links that lost packets, measured under traffic before the stop, are kept
+    # for re-admission (every HCCS link of the sim node loses the injected 20 %)
+    recorded = replace.steps.get(name=f"Record the failing HCCS links of {node.name}")
+    assert recorded.state == "succeeded", recorded.summary
+    assert all(
+        recorded.seq < s.seq
+        for s in replace.steps.filter(name__startswith="Stop first")
+    )
+    assert node.failed_links and all(len(link) == 3 for link in node.failed_links)
+    assert node.failed_links_evidence["operation"] == replace.pk
     started = [
         s.data["started_at"]
         for s in replace.steps.filter(name__startswith="Start rank").order_by("seq")

@@ -12,6 +12,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
+from console.constants import HCCS_LOSS_MAX_PCT
 from console.engine_auth import engine_headers
 from console.models import Node, NodeRole, NodeState
 from console.models.operations import (
@@ -22,7 +23,7 @@ from console.selectors import spare_for
 from console.services.agents import AgentUnreachable
 from console.services.inventory import node_server_model_detected
 from console.services.runbooks.base import Run
-from engine.link_verify import hccs_rate, roce_rate
+from engine.link_verify import failing_links, hccs_rate, roce_rate
 from engine.link_verify import verify_link_switch as link_verify_switch
 
 # -- failover verification -----------------------------------------------------------
@@ -231,6 +232,42 @@ def replace_spare_preflight(run: Run, step: OperationStep) -> None:
         f"{len(answer['checks'])} checks passed",
         data={"checks": answer["checks"]},
     )
+
+
+def record_failed_links(run: Run, step: OperationStep) -> None:
+    """Before the node's engine stops: which of its HCCS links lose packets under
+    traffic (at least the HCCS loss alert's threshold). Re-admission checks exactly
+    these later; none measurable (no traffic, counters unsupported) is said as such."""
+    assert run.replace is not None
+    old = run.replace["old"]
+    run.begin(step)
+    window = _windows(run, [old])[old.name]
+    links = failing_links(window, HCCS_LOSS_MAX_PCT)
+    summary = _summary(window)
+    evidence = {
+        **summary,
+        "operation": run.op.pk,
+        "threshold_pct": HCCS_LOSS_MAX_PCT,
+        "at": time.time(),
+    }
+    Node.objects.filter(pk=old.pk).update(
+        failed_links=[list(k) for k in links], failed_links_evidence=evidence
+    )
+    if links:
+        run.finish(
+            step,
+            f"{old.name}: {len(links)} HCCS links lose ≥ {HCCS_LOSS_MAX_PCT:g} %: "
+            + ", ".join(f"NPU {n} chip {c} link {i}" for n, c, i in links[:8]),
+            data={"failed_links": [list(k) for k in links]},
+        )
+    else:
+        run.finish(
+            step,
+            f"{old.name}: no link measured above {HCCS_LOSS_MAX_PCT:g} % loss "
+            "(no traffic or counters unsupported?): re-admission cannot check them",
+            state=StepState.WARNING,
+            data=summary,
+        )
 
 
 def replace_swap(run: Run, step: OperationStep) -> None:

@@ -31,6 +31,7 @@ from console.services.runbooks.lifecycle import (
 from console.services.runbooks.preflight import preflight_steps, run_preflight
 from console.services.runbooks.remedies import (
     link_baseline,
+    record_failed_links,
     replace_prepare,
     replace_spare_preflight,
     replace_swap,
@@ -177,6 +178,15 @@ SPARE_PREFLIGHT = Step(
     ),
     run=_spare_preflight,
 )
+RECORD_FAILED_LINKS = Step(
+    "record which HCCS links of the node lose packets, under traffic, before it stops",
+    when=lambda run: bool(run.op.params.get("record_links")),
+    plan=lambda run: run.add_step(
+        f"Record the failing HCCS links of {run.replace['old'].name}",  # type: ignore[index]
+        run.replace["old"],  # type: ignore[index]
+    ),
+    run=record_failed_links,
+)
 SWAP_SPARE_IN = Step(
     "the spare takes the node's rank; the node leaves, out of service",
     plan=_swap_rows,
@@ -212,6 +222,7 @@ RUNBOOKS: dict[str, tuple[Step, ...]] = {
     OperationKind.REPLACE: (
         CHOOSE_SPARE,
         SPARE_PREFLIGHT,
+        RECORD_FAILED_LINKS,
         STOP_FIRST,
         SWAP_SPARE_IN,
         PREFLIGHT,
