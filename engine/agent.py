@@ -51,7 +51,7 @@ from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus  #
 from engine.evidence import check_request, gather  # noqa: E402
 from engine.flags import check_argv  # noqa: E402
 from engine.messages import check_message, check_plan  # noqa: E402
-from engine.preflight import run_preflight, versions  # noqa: E402
+from engine.preflight import check_server_model, run_preflight, versions  # noqa: E402
 
 AGENT_VERSION = "0.2.0"
 # Environment names a plan may set for vllm serve. Anything else (LD_PRELOAD, PATH,
@@ -517,8 +517,12 @@ def node_evidence(node: str, log_lines: int = 2000) -> dict[str, Any]:
 
 
 @agent_task("node.collect")
-def node_collect(node: str, model_path: str | None = None) -> dict[str, Any]:
-    """One telemetry sample: parsed npu-smi and hccn_tool, host CPU/memory/load/disk, engine RSS."""
+def node_collect(
+    node: str, model_path: str | None = None, detect_server_model: bool = False
+) -> dict[str, Any]:
+    """One telemetry sample: parsed npu-smi and hccn_tool, host CPU/memory/load/disk,
+    engine RSS; with ``detect_server_model`` also the server model, detected as
+    preflight does (asked once for a node whose model was never detected)."""
     _check_node(node)
     status = get_driver(config.driver).status(_spec(argv=_saved_argv()))
     sample = collect(
@@ -531,6 +535,8 @@ def node_collect(node: str, model_path: str | None = None) -> dict[str, Any]:
         "pid": status.pid,
         "uptime_s": status.uptime_s,
     }
+    if detect_server_model:
+        sample["server_model"] = check_server_model()[1].to_dict()
     return sample
 
 

@@ -144,6 +144,12 @@ def _optional(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
     return lambda field, value: None if value is None else check(field, value)
 
 
+def _flag(field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise MessageRefused(f"{field} must be true or false")
+    return value
+
+
 def _ports(field: str, value: Any) -> list[int]:
     return [
         _int(f"{field}[{i}]", p, 1, 65535) for i, p in enumerate(_list(field, value))
@@ -158,7 +164,10 @@ def _ips(field: str, value: Any) -> list[str]:
 FIELD_CHECKS: dict[str, dict[str, Callable[[str, Any], Any]]] = {
     "node.heartbeat": {},
     "node.echo": {"payload": lambda f, v: _echo_payload(v)},
-    "node.collect": {"model_path": _optional(_path)},
+    "node.collect": {
+        "model_path": _optional(_path),
+        "detect_server_model": lambda f, v: _flag(f, v),
+    },
     "node.preflight": {
         "expected_npus": lambda f, v: _int(f, v, 0, 64),
         "host_ip": _ip,

@@ -23,6 +23,7 @@ from console.live import publish_many
 from console.models import LinkMode, Node, NodeState
 from console.models.inventory import NODE_STATE_COLORS
 from console.services.evidence import evidence_on_engine_exit
+from console.services.inventory import node_server_model_detected
 from engine.link_loss import node_loss_reading
 from engine.parsers import ParseError
 from engine.parsers.vllm_metrics import (
@@ -164,6 +165,7 @@ class _Parsed:
     errors: list[dict[str, Any]]
     collected_at: float | None
     hccs_unsupported: bool = False  # collect(): npu-smi has no -t hccs on this node
+    server_model: dict[str, Any] | None = None  # asked for a never-detected node
 
 
 def _parse_sample(sample: dict[str, Any]) -> _Parsed:
@@ -230,6 +232,9 @@ def _parse_sample(sample: dict[str, Any]) -> _Parsed:
         errors,
         float(collected) if isinstance(collected, int | float) else None,
         sample.get("hccs_unsupported") is True,
+        sample["server_model"]
+        if isinstance(sample.get("server_model"), dict)
+        else None,
     )
 
 
@@ -416,6 +421,8 @@ def _ingest_node(
     rnd: _Round, node: Node, parsed: _Parsed, prev_hccs: dict[str, Any]
 ) -> None:
     """The node's rows (chips, node sample, latest), its next state and its live event."""
+    if parsed.server_model is not None and not node.detected_server_model:
+        node_server_model_detected(node=node, detection=parsed.server_model)
     worst, chips_live = _chip_rows(rnd, node, parsed, prev_hccs)
     # measured / no_traffic / unsupported / no_baseline / reset (engine/link_loss.py)
     loss_state = node_loss_reading(

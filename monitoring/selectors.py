@@ -52,6 +52,9 @@ class CollectTarget:
     name: str
     agent_queue: str
     model_path: str | None
+    # never detected (a node added before server-model detection, or never
+    # preflighted): its next collect also detects it (issue 13)
+    detect_model: bool = False
 
 
 @dataclass
@@ -79,7 +82,13 @@ def collect_targets() -> Targets:
     for node in Node.objects.select_related("cluster__profile").order_by("pk"):
         model_path = node.cluster.profile.model_path if node.cluster else None
         targets.nodes.append(
-            CollectTarget(node.pk, node.name, node.agent_queue, model_path)
+            CollectTarget(
+                node.pk,
+                node.name,
+                node.agent_queue,
+                model_path,
+                detect_model=not node.detected_server_model,
+            )
         )
         if node.cluster is not None and node.role == NodeRole.HEAD:
             if node.cluster.state in SERVING_STATES or node.state == NodeState.RUNNING:

@@ -129,7 +129,11 @@ def _collects_send(
         # expires: a collect nobody picked up while it still mattered must not run later.
         sent = app.send_task(
             "node.collect",
-            kwargs={"node": node.name, "model_path": node.model_path},
+            kwargs={
+                "node": node.name,
+                "model_path": node.model_path,
+                **({"detect_server_model": True} if node.detect_model else {}),
+            },
             queue=queue,
             expires=float(settings.STALE_AFTER_S),
         )

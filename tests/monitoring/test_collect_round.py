@@ -10,7 +10,7 @@ import httpx
 import pytest
 from django.test import override_settings
 
-from console.models import Node, NodeState
+from console.models import AuditEvent, Node, NodeState
 from console.services.agents import agent_call
 from monitoring.models import ChipSample, EngineSample, NodeLatest, SampleError
 from monitoring.tasks import collect_all, collect_round_task
@@ -41,8 +41,17 @@ def test_it_collects_ingests_and_scrapes_a_sim_node(tmp_path: Path) -> None:
         "SIM_NPU_IPS": ",".join(f"127.10.98.{i + 1}" for i in range(8)),
     }
     with agent_worker(node.name, extra_env=env):
+        assert Node.objects.get(pk=node.pk).detected_server_model == ""
         first = collect_round_task()
         assert first["ok"] == 1 and first["nodes"] == 1
+        # a node never preflighted learns its server model from its first collect
+        # (the sim's default: the demo's Atlas 800T A2), audited as a system change
+        learned = Node.objects.get(pk=node.pk)
+        assert learned.detected_server_model == "atlas-800t-a2"
+        assert learned.detected_server_model_evidence  # what it read, for the page
+        assert AuditEvent.objects.filter(
+            action="node.server_model_detected", target_id=str(node.pk)
+        ).exists()
         assert ChipSample.objects.filter(node=node).count() == 8
         assert len(NodeLatest.objects.get(node=node).data["hccs"]) == 8
         assert Node.objects.get(pk=node.pk).state == NodeState.READY
