@@ -1,4 +1,6 @@
-"""Gateway API keys (admin): list with usage per model, create (secret shown once), revoke."""
+"""Gateway API keys: list with usage per model, create (secret shown once), revoke.
+Admins: every key, no bounds, and the operators' policy; an operator: their own keys,
+within that policy (as on the API keys page)."""
 
 from __future__ import annotations
 
@@ -9,16 +11,20 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.api.permissions import IsAdmin
-from console.gateway.services import apikey_create, apikey_revoke
-from console.gateway.usage import usage_flush
-from console.models import (
-    ApiKey,
+from console.api.permissions import IsAdmin, IsOperator
+from console.gateway.services import (
+    apikey_create_for,
+    apikey_policy_update,
+    apikey_revoke,
+    keys_visible_to,
 )
+from console.gateway.usage import usage_flush
+from console.models import ApiKey, ApiKeyPolicy
+from console.permissions import has_role
 
 
 class ApiKeyUsageSerializer(serializers.Serializer[Any]):
@@ -79,23 +85,19 @@ def _apikey_dict(key: ApiKey) -> dict[str, Any]:
     responses={200: ApiKeySerializer(many=True), 201: ApiKeyCreatedSerializer},
 )
 @api_view(["GET", "POST"])
-@permission_classes([IsAdmin])
+@permission_classes([IsOperator])
 def apikeys(request: Request) -> Response:
-    """GET: every gateway key with its usage per model. POST {name, rpm, tpm}: create one (the secret is in this answer only)."""
+    """GET: the keys you may see (admins: all; operators: their own) with usage per model. POST {name, rpm, tpm}: create one (the secret is in this answer only; operators within the key policy)."""
     if request.method == "GET":
         usage_flush()  # this process's pending counters, so the answer is current
-        keys = (
-            ApiKey.objects.select_related("created_by")
-            .prefetch_related("usage")
-            .order_by("name")
-        )
+        keys = keys_visible_to(request.user).prefetch_related("usage").order_by("name")
         return Response(
             ApiKeySerializer([_apikey_dict(k) for k in keys], many=True).data
         )
     ser = ApiKeyCreateSerializer(data=request.data)
     ser.is_valid(raise_exception=True)
     try:
-        key, secret = apikey_create(
+        key, secret = apikey_create_for(
             user=request.user, request=request._request, **ser.validated_data
         )
     except DjangoValidationError as exc:
@@ -108,9 +110,40 @@ def apikeys(request: Request) -> Response:
 
 @extend_schema(request=None, responses={200: ApiKeySerializer})
 @api_view(["POST"])
-@permission_classes([IsAdmin])
+@permission_classes([IsOperator])
 def apikey_revoke_view(request: Request, pk: int) -> Response:
-    """Revoke a key: requests with it get 401 from now on (idempotent, audited)."""
-    key = get_object_or_404(ApiKey.objects.select_related("created_by"), pk=pk)
+    """Revoke a key: requests with it get 401 from now on (idempotent, audited). An operator revokes only their own keys (others': 404)."""
+    key = get_object_or_404(keys_visible_to(request.user), pk=pk)
     key = apikey_revoke(key=key, user=request.user, request=request._request)
     return Response(ApiKeySerializer(_apikey_dict(key)).data)
+
+
+class ApiKeyPolicySerializer(serializers.Serializer[Any]):
+    max_keys_per_operator = serializers.IntegerField(min_value=0, max_value=32767)
+    max_rpm = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+    max_tpm = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+
+
+@extend_schema(request=ApiKeyPolicySerializer, responses={200: ApiKeyPolicySerializer})
+@api_view(["GET", "PUT"])
+@permission_classes([IsOperator])
+def apikey_policy(request: Request) -> Response:
+    """GET: what an operator may create for themselves. PUT (admin): set it (audited)."""
+    policy = ApiKeyPolicy.current()
+    if request.method == "PUT":
+        if not has_role(request.user, "admin"):
+            raise PermissionDenied(IsAdmin.message)
+        ser = ApiKeyPolicySerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        policy = apikey_policy_update(
+            user=request.user, request=request._request, **ser.validated_data
+        )
+    return Response(
+        ApiKeyPolicySerializer(
+            {
+                "max_keys_per_operator": policy.max_keys_per_operator,
+                "max_rpm": policy.max_rpm,
+                "max_tpm": policy.max_tpm,
+            }
+        ).data
+    )

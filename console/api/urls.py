@@ -26,6 +26,7 @@ urlpatterns = [
     path("audit/", views.AuditEventListView.as_view(), name="api-audit"),
     path("tokens/me/", views.token_me, name="api-token-me"),
     path("apikeys/", apikeys.apikeys, name="api-apikeys"),
+    path("apikeys/policy/", apikeys.apikey_policy, name="api-apikey-policy"),
     path(
         "apikeys/<int:pk>/revoke/", apikeys.apikey_revoke_view, name="api-apikey-revoke"
     ),

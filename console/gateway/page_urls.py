@@ -10,4 +10,5 @@ urlpatterns = [
     path("", pages.apikey_list, name="apikey-list"),
     path("create/", pages.apikey_create_view, name="apikey-create"),
     path("<int:pk>/revoke/", pages.apikey_revoke_view, name="apikey-revoke"),
+    path("policy/", pages.apikey_policy_view, name="apikey-policy"),
 ]

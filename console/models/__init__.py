@@ -3,7 +3,7 @@
 from console.models.acceptance import BenchmarkRun, GatePolicy, GateRun
 from console.models.audit import AuditEvent
 from console.models.evidence import EvidenceBundle, EvidenceTrigger
-from console.models.gateway import ApiKey, ApiUsage
+from console.models.gateway import ApiKey, ApiKeyPolicy, ApiUsage
 from console.models.inventory import (
     Cluster,
     ClusterState,
@@ -22,6 +22,7 @@ from console.models.operations import (
 )
 
 __all__ = [
+    "ApiKeyPolicy",
     "BenchmarkRun",
     "GatePolicy",
     "GateRun",

@@ -79,3 +79,37 @@ class ApiUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key.name} / {self.model}"
+
+
+class ApiKeyPolicy(models.Model):
+    """What an operator may give themselves on the API keys page (one row, set by an
+    admin): how many active keys, and at most which limits per key. Admins create
+    keys for anyone without these bounds."""
+
+    max_keys_per_operator = models.PositiveSmallIntegerField(
+        _("active keys per operator"),
+        default=3,
+        help_text=_("0: operators cannot create keys; an admin makes them."),
+    )
+    max_rpm = models.PositiveIntegerField(
+        _("requests per minute per key, at most"),
+        default=60,
+        validators=[MinValueValidator(1)],
+    )
+    max_tpm = models.PositiveIntegerField(
+        _("tokens per minute per key, at most"),
+        default=100_000,
+        validators=[MinValueValidator(1)],
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = _("API key policy")
+        verbose_name_plural = _("API key policy")
+
+    def __str__(self) -> str:
+        return f"{self.max_keys_per_operator} keys, ≤{self.max_rpm} rpm, ≤{self.max_tpm} tpm"
+
+    @classmethod
+    def current(cls) -> ApiKeyPolicy:
+        return cls.objects.order_by("pk").first() or cls()

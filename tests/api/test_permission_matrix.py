@@ -37,9 +37,10 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "operation-list": ("GET", (R, 200, 200, 200)),
     "operation-detail": ("GET", (R, 200, 200, 200)),
     "operation-cancel": ("POST", (R, 403, R, R)),
-    "apikey-list": ("GET", (R, 403, 403, 200)),
-    "apikey-create": ("POST", (R, 403, 403, 400)),
-    "apikey-revoke": ("POST", (R, 403, 403, R)),
+    "apikey-list": ("GET", (R, 403, 200, 200)),
+    "apikey-create": ("POST", (R, 403, 400, 400)),
+    "apikey-revoke": ("POST", (R, 403, 404, R)),  # an operator: only their own keys
+    "apikey-policy": ("POST", (R, 403, 403, 400)),
     "playground": ("GET", (R, 403, 200, 200)),
     "monitoring-index": ("GET", (R, 200, 200, 200)),
     "cluster-dashboard": ("GET", (R, 200, 200, 200)),
@@ -97,8 +98,9 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "api-silences": ("POST", (401, 403, 400, 400)),
     "api-alert-rules": ("POST", (401, 403, 403, 400)),
     "api-alert-rule-detail": ("PATCH", (401, 403, 403, 400)),
-    "api-apikeys": ("GET", (401, 403, 403, 200)),
-    "api-apikey-revoke": ("POST", (401, 403, 403, 200)),
+    "api-apikeys": ("GET", (401, 403, 200, 200)),  # an operator: their own keys
+    "api-apikey-revoke": ("POST", (401, 403, 404, 200)),  # only their own
+    "api-apikey-policy": ("GET", (401, 403, 200, 200)),
     "api-incidents": ("GET", (401, 200, 200, 200)),
     "api-incidents-stats": ("GET", (401, 200, 200, 200)),
     "api-incident-detail": ("GET", (401, 200, 200, 200)),
@@ -262,7 +264,8 @@ EXTRA: list[tuple[str, str, str, tuple[int, int, int, int]]] = [
     ("api-benchmarks", "POST", "{}", (401, 403, 400, 400)),  # not a --save-result file
     ("api-alert-rules", "GET", "", (401, 200, 200, 200)),
     ("api-alert-rule-detail", "GET", "", (401, 200, 200, 200)),
-    ("api-apikeys", "POST", "{}", (401, 403, 403, 400)),
+    ("api-apikeys", "POST", "{}", (401, 403, 400, 400)),
+    ("api-apikey-policy", "PUT", "{}", (401, 403, 403, 400)),
     ("api-token-me", "DELETE", "", (401, 404, 404, 404)),  # no token to revoke
 ]
 

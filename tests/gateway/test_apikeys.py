@@ -1,4 +1,4 @@
-"""API keys: the admin page (create shows the secret once, revoke), the apikey command,
+"""API keys: the page (admins: every key and the operators' bounds; operators: their own keys) (create shows the secret once, revoke), the apikey command,
 hashing, audit."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from console.gateway.services import apikey_create
-from console.models import ApiKey, AuditEvent
+from console.models import ApiKey, ApiKeyPolicy, AuditEvent
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -73,16 +73,89 @@ def test_it_revokes_a_key_and_audits_it(admin: Any) -> None:
     )
 
 
-def test_it_refuses_operators_and_anonymous(operator: Any, client: Any) -> None:
-    assert login(operator).get("/apikeys/").status_code == 403
+def test_it_refuses_viewers_and_anonymous(viewer: Any, client: Any) -> None:
+    assert login(viewer).get("/apikeys/").status_code == 403
     assert (
-        login(operator)
+        login(viewer)
         .post("/apikeys/create/", {"name": "x", "rpm": "1", "tpm": "1"})
         .status_code
         == 403
     )
     assert client.get("/apikeys/").status_code == 302  # to the login page
     assert not ApiKey.objects.exists()
+
+
+def test_an_operator_makes_their_own_keys_within_the_admins_bounds(
+    operator: Any, admin: Any
+) -> None:
+    client = login(operator)
+    apikey_create(name="admins-key", user=admin)
+    page = client.get("/apikeys/")
+    assert page.status_code == 200
+    assert "admins-key" not in page.content.decode()  # only their own keys
+
+    over = client.post("/apikeys/create/", {"name": "nb", "rpm": "61", "tpm": "10"})
+    assert over.status_code == 400 and set(over.context["errors"]) == {"rpm"}
+    assert "60" in over.context["errors"]["rpm"]
+    assert not ApiKey.objects.filter(created_by=operator).exists()
+
+    for n in range(3):
+        ok = client.post(
+            "/apikeys/create/", {"name": f"nb-{n}", "rpm": "60", "tpm": "10"}
+        )
+        assert ok.status_code == 302
+    fourth = client.post("/apikeys/create/", {"name": "nb-3", "rpm": "1", "tpm": "1"})
+    assert fourth.status_code == 400 and set(fourth.context["errors"]) == {"name"}
+    assert ApiKey.objects.filter(created_by=operator).count() == 3
+
+    # someone else's key is not theirs to revoke (404, untouched); their own is
+    others = ApiKey.objects.get(name="admins-key")
+    assert client.post(f"/apikeys/{others.pk}/revoke/").status_code == 404
+    others.refresh_from_db()
+    assert others.revoked_at is None
+    mine = ApiKey.objects.get(name="nb-0")
+    assert client.post(f"/apikeys/{mine.pk}/revoke/").status_code == 302
+    assert (
+        client.post(
+            "/apikeys/create/", {"name": "nb-3", "rpm": "1", "tpm": "1"}
+        ).status_code
+        == 302
+    )  # a revoked key frees its place
+    assert (
+        AuditEvent.objects.filter(action="apikey.create", actor=operator).count() == 4
+    )
+
+
+def test_an_admin_sets_the_operators_bounds_audited(operator: Any, admin: Any) -> None:
+    bad = login(admin).post(
+        "/apikeys/policy/",
+        {"max_keys_per_operator": "-1", "max_rpm": "0", "max_tpm": "x"},
+    )
+    assert bad.status_code == 400
+    assert set(bad.context["errors"]) == {"max_keys_per_operator", "max_rpm", "max_tpm"}
+    assert not ApiKeyPolicy.objects.exists()
+    assert (
+        login(operator)
+        .post(
+            "/apikeys/policy/",
+            {"max_keys_per_operator": "9", "max_rpm": "9", "max_tpm": "9"},
+        )
+        .status_code
+        == 403
+    )
+
+    ok = login(admin).post(
+        "/apikeys/policy/",
+        {"max_keys_per_operator": "0", "max_rpm": "5", "max_tpm": "500"},
+    )
+    assert ok.status_code == 302
+    event = AuditEvent.objects.get(action="apikey.policy")
+    assert event.actor == admin and event.after["max_rpm"] == 5
+    refused = login(operator).post(
+        "/apikeys/create/", {"name": "nb", "rpm": "5", "tpm": "500"}
+    )
+    assert refused.status_code == 400 and "name" in refused.context["errors"]
+    assert not ApiKey.objects.filter(created_by=operator).exists()
 
 
 def test_it_creates_lists_and_revokes_from_the_command_line() -> None:
@@ -108,3 +181,35 @@ def test_it_creates_lists_and_revokes_from_the_command_line() -> None:
         call_command("apikey", "revoke", "nope")
     with pytest.raises(CommandError, match="name"):
         call_command("apikey", "create", "Not Valid")
+
+
+def test_the_api_gives_an_operator_the_same_bounds(operator: Any, admin: Any) -> None:
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(operator)
+    assert api.get("/api/apikeys/policy/").json()["max_rpm"] == 60
+    over = api.post("/api/apikeys/", {"name": "nb", "rpm": 61}, format="json")
+    assert over.status_code == 400 and "rpm" in over.json()
+    made = api.post(
+        "/api/apikeys/", {"name": "nb", "rpm": 60, "tpm": 10}, format="json"
+    )
+    assert made.status_code == 201 and made.json()["secret"].startswith("avc-")
+    apikey_create(name="admins-key", user=admin)
+    assert [k["name"] for k in api.get("/api/apikeys/").json()] == ["nb"]
+    assert (
+        api.put(
+            "/api/apikeys/policy/",
+            {"max_keys_per_operator": 9, "max_rpm": 9, "max_tpm": 9},
+            format="json",
+        ).status_code
+        == 403
+    )
+    api.force_authenticate(admin)
+    set_ = api.put(
+        "/api/apikeys/policy/",
+        {"max_keys_per_operator": 1, "max_rpm": 9, "max_tpm": 9},
+        format="json",
+    )
+    assert set_.status_code == 200 and ApiKeyPolicy.current().max_rpm == 9
+    assert AuditEvent.objects.filter(action="apikey.policy", actor=admin).count() == 1
