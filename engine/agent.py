@@ -43,7 +43,7 @@ from celery.signals import worker_init, worker_shutdown  # noqa: E402
 if _blocked:
     del sys.modules["django"]
 
-from engine import weights  # noqa: E402
+from engine import bench_serve, weights  # noqa: E402
 from engine.collect import collect  # noqa: E402
 from engine.diagnose import diagnose  # noqa: E402
 from engine.drivers import get_driver, node_driver  # noqa: E402
@@ -200,6 +200,8 @@ ALLOWED_TASKS = frozenset(
         "node.collect",
         "node.preflight",
         "node.weights_sha256",
+        "node.bench_serve",
+        "node.bench_stop",
         "engine.start",
         "engine.stop",
         "engine.status",
@@ -589,6 +591,128 @@ def node_weights_sha256(node: str, model_path: str) -> dict[str, Any]:
         found["sha256"], found["progress"] = {}, {}
     found["path"] = str(model_path)
     return {"node": config.node_name, **found}
+
+
+def _saved_plan() -> dict[str, Any]:
+    import json
+
+    try:
+        plan = json.loads((config.workdir / "plan.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return plan if isinstance(plan, dict) else {}
+
+
+BENCH_PID = "bench.pid"
+
+
+@agent_task("node.bench_serve")
+def node_bench_serve(node: str, shape: dict[str, Any]) -> dict[str, Any]:
+    """One sweep point of ``vllm bench serve`` against the engine this node serves
+    (engine/bench_serve.py: the target, model and key come from the plan it started).
+    While it runs, the task's state is ``PROGRESS`` with tqdm's ``done``/``total``;
+    the answer is the ``--save-result`` JSON, the printed table and the tool's version.
+    Bounded by ``BENCH_TIMEOUT_S`` (default 2 h); ``node.bench_stop`` ends it early."""
+    import json
+    import subprocess
+    import threading
+    import uuid
+
+    _check_node(node)
+    plan = _saved_plan()
+    if plan.get("role", "head") != "head":
+        raise ValueError(f"{config.node_name} is not the head: benchmark rank 0")
+    out_dir = config.workdir / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = f"{uuid.uuid4().hex}.json"
+    argv = bench_serve.bench_argv(
+        shape, [str(a) for a in plan.get("argv", [])], str(out_dir), name
+    )
+    command = _driver().bench_command(argv)
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": str((plan.get("env") or {}).get("VLLM_API_KEY", "")),
+    }
+    timeout = float(os.environ.get("BENCH_TIMEOUT_S", "7200"))
+    task = current_task
+    proc = subprocess.Popen(  # an argv list, never a shell
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(config.workdir),
+    )
+    (config.workdir / BENCH_PID).write_text(str(proc.pid))
+    errors: list[str] = []
+
+    def follow_stderr() -> None:
+        assert proc.stderr is not None
+        last = 0.0
+        while chunk := proc.stderr.read1(4096):  # type: ignore[attr-defined]
+            text = chunk.decode(errors="replace")
+            errors.append(text)
+            seen = bench_serve.progress_of(text)
+            if (
+                seen
+                and task is not None
+                and task.request.id
+                and time.monotonic() - last > 0.5
+            ):
+                last = time.monotonic()
+                task.update_state(
+                    state="PROGRESS", meta={"done": seen[0], "total": seen[1]}
+                )
+
+    reader = threading.Thread(target=follow_stderr, daemon=True)
+    reader.start()
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, _ = proc.communicate()
+        raise ValueError(
+            f"vllm bench serve ran past BENCH_TIMEOUT_S={timeout:.0f}s"
+        ) from None
+    finally:
+        (config.workdir / BENCH_PID).unlink(missing_ok=True)
+        reader.join(timeout=5)
+    printed = stdout.decode(errors="replace")
+    result_file = out_dir / name
+    if proc.returncode != 0 or not result_file.exists():
+        tail = "".join(errors)[-600:].replace("\r", "\n").strip().splitlines()
+        raise ValueError(
+            f"vllm bench serve exited {proc.returncode}: "
+            + (tail[-1] if tail else printed[-300:])
+        )
+    try:
+        result = json.loads(result_file.read_text())
+    finally:
+        result_file.unlink(missing_ok=True)
+    return {
+        "node": config.node_name,
+        "result": result,
+        "table": printed[printed.find("=") :][-4000:],
+        "argv": argv,
+        "tool_version": versions().get("vllm") or "",
+        "driver": config.driver,
+    }
+
+
+@agent_task("node.bench_stop")
+def node_bench_stop(node: str) -> dict[str, Any]:
+    """End this node's running ``vllm bench serve`` (a cancelled benchmark); only a
+    process whose command line is a bench serve is signalled."""
+    _check_node(node)
+    path = config.workdir / BENCH_PID
+    try:
+        proc = psutil.Process(int(path.read_text()))
+        words = proc.cmdline()
+    except (OSError, ValueError, psutil.Error):
+        return {"node": config.node_name, "stopped": False}
+    if "bench" not in words or "serve" not in words:
+        return {"node": config.node_name, "stopped": False}
+    proc.terminate()
+    return {"node": config.node_name, "stopped": True}
 
 
 @agent_task("sim.inject")

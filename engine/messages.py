@@ -160,6 +160,71 @@ def _ips(field: str, value: Any) -> list[str]:
     return [_ip(f"{field}[{i}]", t) for i, t in enumerate(_list(field, value))]
 
 
+# vllm bench serve's --goodput names (vllm/benchmarks/serve.py check_goodput_args)
+GOODPUT_NAMES = ("ttft", "tpot", "e2el")
+BENCH_MAX_LEN = 131072
+BENCH_MAX_PROMPTS = 100_000
+BENCH_MAX_CONCURRENCY = 4096
+BENCH_SHAPE_KEYS = frozenset(
+    {
+        "input_len",
+        "output_len",
+        "num_prompts",
+        "max_concurrency",
+        "request_rate",
+        "burstiness",
+        "goodput",
+        "label",
+        "seed",
+    }
+)
+BENCH_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+
+
+def check_bench_shape(shape: Any) -> dict[str, Any]:
+    """``node.bench_serve``'s workload of one sweep point (engine/bench_serve.py): lengths,
+    prompts, concurrency, rate, burstiness, goodput SLOs, label, seed; nothing else."""
+    if not isinstance(shape, dict):
+        raise MessageRefused(f"shape must be an object, got {type(shape).__name__}")
+    unknown = sorted(str(k) for k in shape if k not in BENCH_SHAPE_KEYS)
+    if unknown:
+        raise MessageRefused(f"shape has unknown keys: {', '.join(unknown)}")
+    for key, high in (
+        ("input_len", BENCH_MAX_LEN),
+        ("output_len", BENCH_MAX_LEN),
+        ("num_prompts", BENCH_MAX_PROMPTS),
+    ):
+        if shape.get(key) is None:
+            raise MessageRefused(f"shape.{key} is required")
+        _int(f"shape.{key}", shape[key], 1, high)
+    if shape.get("max_concurrency") is not None:
+        _int(
+            "shape.max_concurrency", shape["max_concurrency"], 1, BENCH_MAX_CONCURRENCY
+        )
+    if shape.get("seed") is not None:
+        _int("shape.seed", shape["seed"], 0, 2**31 - 1)
+    # absent request_rate: inf (every request at time 0), as in vLLM
+    if shape.get("request_rate") is not None:
+        _number("shape.request_rate", shape["request_rate"], 1e-3, 1e6)
+    if shape.get("burstiness") is not None:
+        _number("shape.burstiness", shape["burstiness"], 1e-3, 100.0)
+    goodput = shape.get("goodput") or {}
+    if not isinstance(goodput, dict):
+        raise MessageRefused("shape.goodput must be an object of name: milliseconds")
+    for name, ms in goodput.items():
+        if name not in GOODPUT_NAMES:
+            raise MessageRefused(
+                f"shape.goodput {str(name)[:20]!r}: use {', '.join(GOODPUT_NAMES)}"
+            )
+        _number(f"shape.goodput.{name}", ms, 0.0, 3_600_000.0)
+    label = shape.get("label")
+    if label is not None and (
+        not isinstance(label, str) or not BENCH_LABEL_RE.match(label)
+    ):
+        raise MessageRefused("shape.label: letters, digits, . _ - (at most 64)")
+    return shape
+
+
 # task name -> {argument: check(field, value)}; "node" is checked for every task.
 FIELD_CHECKS: dict[str, dict[str, Callable[[str, Any], Any]]] = {
     "node.heartbeat": {},
@@ -177,6 +242,8 @@ FIELD_CHECKS: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "vllm_ascend_version": lambda f, v: _text(f, v, max_len=40, empty=True),
     },
     "node.weights_sha256": {"model_path": _path},
+    "node.bench_serve": {"shape": lambda f, v: check_bench_shape(v)},
+    "node.bench_stop": {},
     "engine.start": {"plan": lambda f, v: check_plan(v)},
     "engine.stop": {"grace_s": lambda f, v: _number(f, v, 0.0, 3600.0)},
     "engine.status": {},

@@ -148,6 +148,11 @@ class Driver:
         """Answer a tool call without running a binary; None runs the real one."""
         return None
 
+    def bench_command(self, argv: list[str]) -> list[str]:
+        """The argv that runs ``vllm bench serve …`` (engine/bench_serve.py) on this node:
+        the ``vllm`` on the agent's PATH, the one ``vllm serve`` runs from."""
+        return list(argv)
+
     def versions(self) -> dict[str, str | None] | None:
         """Driver/firmware/CANN/package versions when known without asking the tools."""
         return None

@@ -176,6 +176,16 @@ class ContainerDriver(Driver):
                 f"CONTAINER_ENGINE={self.engine!r}; use one of: {', '.join(ENGINES)}"
             )
 
+    def bench_command(self, argv: list[str]) -> list[str]:
+        """vLLM lives in the image, not on the host, and where the image would write
+        ``--result-dir`` is not a host path this driver knows: refused with the way round."""
+        raise DriverError(
+            "benchmarks on container nodes are not run by the agent yet: run "
+            f"`{self.engine} exec <engine container> vllm bench serve … --save-result` "
+            "and import the JSON (manage.py bench import FILE --cluster NAME)",
+            permanent=True,
+        )
+
     def _cli(self, *args: str, timeout: float = 60.0) -> tuple[int, str, str]:
         exe = shutil.which(self.engine, path=self.search_path)
         if exe is None:

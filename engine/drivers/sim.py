@@ -110,6 +110,10 @@ class SimDriver(ProcessDriver):
 
     # -- the simulated node -----------------------------------------------------------
 
+    def bench_command(self, argv: list[str]) -> list[str]:
+        """The simulator's ``vllm bench serve`` (engine/sim/vllm/bench.py)."""
+        return [sys.executable, "-m", "engine.sim.vllm", *argv[1:]]
+
     def workdir(self, node: str, environ: Mapping[str, str]) -> Path:
         base = Path(environ.get("SIM_STATE_DIR") or "var/sim")
         return Path(environ.get("AGENT_WORKDIR") or base / node / "agent")

@@ -1,6 +1,7 @@
 """A vLLM-compatible simulator.
 
 ``python -m engine.sim.vllm serve MODEL [vllm serve flags…]``
+``python -m engine.sim.vllm bench serve [vllm bench serve flags…]`` (engine/sim/vllm/bench.py)
 """
 
 from __future__ import annotations
@@ -26,10 +27,14 @@ def main(argv: list[str] | None = None) -> int:
             "lists every flag."
         )
         return 0
+    if argv[:2] == ["bench", "serve"]:
+        from engine.sim.vllm import bench  # aiohttp client: only for this command
+
+        return bench.main(argv[2:])
     if argv[0] != "serve":
         sys.stderr.write(
-            f"{USAGE}\nvllm: error: unknown command {argv[0]!r}; only 'serve' is "
-            "simulated\n"
+            f"{USAGE}\nvllm: error: unknown command {argv[0]!r}; only 'serve' and "
+            "'bench serve' are simulated\n"
         )
         return 2
     if argv[1:2] == ["--version"]:
