@@ -235,7 +235,7 @@ class EngineProfileForm(forms.ModelForm):
         )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data: dict[str, Any] = super().clean() or {}
         other = (data.get("override_version") or "").strip()
         if not other:
             return data

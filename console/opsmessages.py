@@ -51,6 +51,8 @@ MESSAGES: dict[str, str] = {
     "step.record_failed_links": _lazy("Record the failing HCCS links of {node}"),
     "step.weights_sha256": _lazy("sha256 of the model files on {node}"),
     "step.weights_compare": _lazy("Compare sha256 across nodes"),
+    "step.bench_point": _lazy("Benchmark at {point} on {node}"),
+    "step.bench_targets": _lazy("Check the results against the profile's targets"),
     "step.verify_switch": _lazy(
         "Verify the switch on {node}: HCCS counters still, RoCE counters growing"
     ),

@@ -402,6 +402,10 @@ AGENT_TIMEOUT_S = env_int("AGENT_TIMEOUT_S", 30, minimum=1)
 # Verify weights (sha256 of every model file on every node): ~800 GB per node at the
 # agents' WEIGHTS_HASH_MB_S (200 MB/s) takes ~70 min the first time; cached afterwards.
 WEIGHTS_HASH_TIMEOUT_S = env_int("WEIGHTS_HASH_TIMEOUT_S", 3 * 3600, minimum=10)
+# A benchmark sweep point (one vllm bench serve on the head) gives up after this long.
+BENCH_POINT_TIMEOUT_S = env_int("BENCH_POINT_TIMEOUT_S", 2 * 3600, minimum=10)
+# Latency/queue alerts that begin up to this long after a benchmark ended are its load's.
+BENCH_LOAD_GRACE_S = env_int("BENCH_LOAD_GRACE_S", 120, minimum=0)
 PREFLIGHT_REACH_TIMEOUT_S = env_int("PREFLIGHT_REACH_TIMEOUT_S", 10, minimum=1)
 PREFLIGHT_TIMEOUT_S = env_int("PREFLIGHT_TIMEOUT_S", 120, minimum=1)
 # The engines' API key (console/engine_auth.py): one key for every cluster, or empty for a

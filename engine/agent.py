@@ -634,7 +634,10 @@ def node_bench_serve(node: str, shape: dict[str, Any]) -> dict[str, Any]:
         "OPENAI_API_KEY": str((plan.get("env") or {}).get("VLLM_API_KEY", "")),
     }
     timeout = float(os.environ.get("BENCH_TIMEOUT_S", "7200"))
-    task = current_task
+    # the task and its id, read here: current_task is thread-local and the bar is read
+    # on another thread
+    task = current_task._get_current_object() if current_task else None
+    task_id = task.request.id if task is not None else None
     proc = subprocess.Popen(  # an argv list, never a shell
         command,
         stdout=subprocess.PIPE,
@@ -652,31 +655,41 @@ def node_bench_serve(node: str, shape: dict[str, Any]) -> dict[str, Any]:
             text = chunk.decode(errors="replace")
             errors.append(text)
             seen = bench_serve.progress_of(text)
-            if (
-                seen
-                and task is not None
-                and task.request.id
-                and time.monotonic() - last > 0.5
-            ):
+            if seen and task is not None and task_id and time.monotonic() - last > 0.5:
                 last = time.monotonic()
                 task.update_state(
-                    state="PROGRESS", meta={"done": seen[0], "total": seen[1]}
+                    task_id=task_id,
+                    state="PROGRESS",
+                    meta={"done": seen[0], "total": seen[1]},
                 )
 
-    reader = threading.Thread(target=follow_stderr, daemon=True)
-    reader.start()
+    printed_parts: list[bytes] = []
+
+    def keep_stdout() -> None:
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read1(65536):  # type: ignore[attr-defined]
+            printed_parts.append(chunk)
+
+    # one reader per pipe (communicate() would read stderr too, and hide the bar)
+    readers = [
+        threading.Thread(target=follow_stderr, daemon=True),
+        threading.Thread(target=keep_stdout, daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
     try:
-        stdout, _ = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        stdout, _ = proc.communicate()
+        proc.wait()
         raise ValueError(
             f"vllm bench serve ran past BENCH_TIMEOUT_S={timeout:.0f}s"
         ) from None
     finally:
         (config.workdir / BENCH_PID).unlink(missing_ok=True)
-        reader.join(timeout=5)
-    printed = stdout.decode(errors="replace")
+        for reader in readers:
+            reader.join(timeout=5)
+    printed = b"".join(printed_parts).decode(errors="replace")
     result_file = out_dir / name
     if proc.returncode != 0 or not result_file.exists():
         tail = "".join(errors)[-600:].replace("\r", "\n").strip().splitlines()

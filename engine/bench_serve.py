@@ -34,15 +34,21 @@ def _flag(argv: list[str], name: str) -> str | None:
 
 def target_of(serve_argv: list[str]) -> tuple[str, str, str]:
     """(base URL, model name, tokenizer) of the head this node serves, from its own
-    ``vllm serve MODEL …`` argv: vLLM's defaults are port 8000 and the model path as the
-    served name (vllm/entrypoints/openai/cli_args.py). Raises ValueError when the node
+    ``vllm serve MODEL …`` argv (``--host``/``--port``): vLLM's defaults are every
+    address, port 8000 and the model path as the served name
+    (vllm/entrypoints/openai/cli_args.py). Raises ValueError when the node
     serves nothing."""
     if len(serve_argv) < 3 or serve_argv[1] != "serve":
         raise ValueError("this node runs no `vllm serve` (start the cluster first)")
     model = serve_argv[2]
     port = _flag(serve_argv, "--port") or "8000"
+    host = _flag(serve_argv, "--host") or ""  # vLLM binds every address without it
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
     served = _flag(serve_argv, "--served-model-name") or model
-    return f"http://127.0.0.1:{int(port)}", served, model
+    return f"http://{host}:{int(port)}", served, model
 
 
 def bench_argv(

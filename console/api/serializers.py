@@ -92,6 +92,15 @@ class OperationCreateSerializer(serializers.Serializer):
     node = serializers.CharField(
         required=False, help_text="replace only: the node to take out of service."
     )
+    bench = serializers.DictField(
+        required=False,
+        help_text=(
+            "benchmark only: vllm bench serve's workload. concurrency (list, e.g. [1, 8, 32]) "
+            "or request_rate (list, req/s): one point each; input_len, output_len, "
+            "num_prompts (per point), burstiness, goodput ('ttft:800 tpot:50'), label, seed. "
+            "A 400 names the bad field."
+        ),
+    )
     spare = serializers.CharField(
         required=False,
         help_text="replace only: the idle spare to take its rank (default: one of the same hardware).",
@@ -134,6 +143,18 @@ class OperationCreateSerializer(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         self._validate_replace(attrs)
+        if attrs["kind"] == "benchmark" and not attrs.get("bench"):
+            raise serializers.ValidationError(
+                {
+                    "bench": [
+                        'a benchmark needs its workload, e.g. {"concurrency": [1, 8]}'
+                    ]
+                }
+            )
+        if attrs.get("bench") and attrs["kind"] != "benchmark":
+            raise serializers.ValidationError(
+                {"bench": ["Only benchmark takes bench."]}
+            )
         links = attrs.get("link_modes")
         if attrs["kind"] == "failover" and not links:
             raise serializers.ValidationError(

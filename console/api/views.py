@@ -77,6 +77,8 @@ def cluster_operations(request: Request, name: str) -> Response:
     for key in ("node", "spare"):  # replace
         if data.get(key):
             params[key] = data[key]
+    if data.get("bench"):
+        params["bench"] = data["bench"]
     try:
         op = operation_start(
             cluster=cluster,

@@ -20,10 +20,15 @@ class OperationKind(models.TextChoices):
     SCALE_OUT = "scale_out", _("Scale out")
     REPLACE = "replace", _("Replace node")
     VERIFY_WEIGHTS = "verify_weights", _("Verify weights (sha256)")
+    BENCHMARK = "benchmark", _("Benchmark")
 
 
 # Kinds that only read: they run in any cluster state and leave it as it was.
-READ_ONLY_KINDS = (OperationKind.PREFLIGHT, OperationKind.VERIFY_WEIGHTS)
+READ_ONLY_KINDS = (
+    OperationKind.PREFLIGHT,
+    OperationKind.VERIFY_WEIGHTS,
+    OperationKind.BENCHMARK,
+)
 
 
 class OperationState(models.TextChoices):

@@ -10,6 +10,7 @@ being investigated).
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
@@ -242,8 +243,12 @@ def evidence_on_engine_exit(cluster_ids: set[int]) -> None:
 
     for cluster_id in sorted(cluster_ids - {0}):  # 0: a node outside any cluster
         transaction.on_commit(
-            lambda cid=cluster_id: evidence_collect_task.delay(
-                cid, None, None, EvidenceTrigger.ENGINE_EXITED
+            functools.partial(
+                evidence_collect_task.delay,
+                cluster_id,
+                None,
+                None,
+                EvidenceTrigger.ENGINE_EXITED,
             )
         )
 

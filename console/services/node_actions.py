@@ -70,7 +70,7 @@ def readmit_links_check(node: Node, *, accept_unverified: str = "") -> dict[str,
     verdict = verify_links_recovered(
         _links_window(node),
         failed,
-        HCCS_LOSS_MAX_PCT,  # type: ignore[arg-type]
+        HCCS_LOSS_MAX_PCT,
     ).to_dict()
     names = ", ".join(f"NPU {n} chip {c} link {i}" for n, c, i in failed[:8])
     if verdict["status"] == NOT_RECOVERED:

@@ -27,6 +27,7 @@ from console.models.operations import (
 )
 from console.permissions import has_role
 from console.services.audit import audit_record
+from console.services.bench_runs import BenchRequestInvalid, bench_request
 from console.signals import operation_finished, send_on_commit
 
 
@@ -54,6 +55,28 @@ class OperationRefused(Exception):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(message)
+
+
+def _bench_params(cluster: Cluster, params: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark's sweep, checked (OperationRefused names the field); serving clusters only."""
+    cluster.refresh_from_db(fields=["state"])
+    if cluster.state not in (ClusterState.RUNNING, ClusterState.DEGRADED):
+        raise OperationRefused(
+            "kind",
+            _(
+                "{cluster} is {state}: a benchmark needs a serving cluster; start it first."
+            ).format(cluster=cluster.name, state=cluster.get_state_display()),
+        )
+    profile = cluster.profile
+    default = (
+        (profile.target_input_len or 512, profile.target_output_len or 256)
+        if profile
+        else (512, 256)
+    )
+    try:
+        return bench_request(params.get("bench") or {}, default_shape=default)
+    except BenchRequestInvalid as exc:
+        raise OperationRefused(exc.field, str(exc)) from None
 
 
 def operation_group(operation_id: int) -> str:
@@ -108,6 +131,8 @@ def operation_start(
                     "{cluster} is {state}: preflight would report its own engines' NPUs and ports as faults. Stop it first; a restart runs preflight after the drain."
                 ).format(cluster=cluster.name, state=cluster.get_state_display()),
             )
+    if kind == OperationKind.BENCHMARK:
+        params = {**(params or {}), "bench": _bench_params(cluster, params or {})}
     if kind == OperationKind.START:
         cluster.refresh_from_db(fields=["state"])
         if cluster.state in (ClusterState.RUNNING, ClusterState.DEGRADED):

@@ -166,6 +166,45 @@ def _describe(incident: Incident) -> str:
     return described.get(incident.action, incident.action)
 
 
+# Serving figures a benchmark's own load moves: alerts on them that began while one ran
+# (or within BENCH_LOAD_GRACE_S after) are the benchmark's, not a fault to act on.
+LOAD_METRICS = frozenset(
+    {
+        "engine.ttft_p99_ms",
+        "engine.e2e_p99_ms",
+        "engine.waiting",
+        "engine.kv_cache_pct",
+        "engine.kv_cache_pct_preempting",
+        "engine.rank_waiting",
+        "engine.rank_kv_cache_pct",
+    }
+)
+
+
+def _benchmark_load(alert: Alert, cluster: Any, *, now: datetime) -> str:
+    if alert.rule.metric not in LOAD_METRICS:
+        return ""
+    onset = alert.fault_onset_at or now
+    grace = timedelta(seconds=settings.BENCH_LOAD_GRACE_S)
+    bench = (
+        Operation.objects.filter(
+            cluster=cluster,
+            kind=OperationKind.BENCHMARK,
+            started_at__lte=onset,
+            finished_at__gte=onset - grace,
+        )
+        .order_by("-pk")
+        .first()
+    )
+    if bench is None:
+        return ""
+    return (
+        f"{alert.rule.metric} rose under benchmark #{bench.pk}'s own load "
+        f"(it ran {bench.started_at:%H:%M:%S}–{bench.finished_at:%H:%M:%S}); "
+        "no automatic action"
+    )
+
+
 def _guardrail(incident: Incident, *, now: datetime) -> str:
     """Why no action may be taken now ('' = go ahead)."""
     alert, cluster = incident.alert, incident.cluster
@@ -187,6 +226,9 @@ def _guardrail(incident: Incident, *, now: datetime) -> str:
     ).first()
     if running is not None:
         return f"operation #{running.pk} ({running.kind}) is active on {cluster.name}"
+    load = _benchmark_load(alert, cluster, now=now)
+    if load:
+        return load
     cooldown = timedelta(seconds=alert.rule.cooldown_s)
     recent = (
         Incident.objects.filter(

@@ -779,3 +779,39 @@ def test_no_code_path_marks_a_link_switch_verified_from_zero_hccs_samples() -> N
     )
     for after in zero_windows[:-1]:
         assert verify_link_switch(real, after, [busy]).status == CANNOT_VERIFY
+
+
+def test_a_benchmarks_own_load_never_triggers_an_automatic_action(
+    firing_alert: Callable[..., Alert],
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from monitoring import remediation
+
+    now = timezone.now()
+    alert = firing_alert("Requests waiting", policy="auto")
+    AlertRule.objects.filter(pk=alert.rule_id).update(remediation_action="restart")
+    bench = Operation.objects.create(
+        cluster=alert.cluster,
+        kind="benchmark",
+        state=OperationState.SUCCEEDED,
+        requested_by_name="bea",
+        started_at=now - timedelta(minutes=5),
+        finished_at=now - timedelta(seconds=30),  # within BENCH_LOAD_GRACE_S
+    )
+    incident = remediation.alert_firing(alert)
+    assert incident is not None and incident.state == IncidentState.SKIPPED
+    assert f"benchmark #{bench.pk}" in incident.summary, incident.summary
+    assert not Operation.objects.filter(cluster=alert.cluster, kind="restart").exists()
+
+    # the same alert long after the benchmark is a fault again: the restart is queued
+    Operation.objects.filter(pk=bench.pk).update(
+        started_at=now - timedelta(hours=2), finished_at=now - timedelta(hours=1)
+    )
+    Alert.objects.filter(pk=alert.pk).update(state="resolved", resolved_at=now)
+    Incident.objects.filter(pk=incident.pk).delete()
+    later = remediation.alert_firing(firing_alert("Requests waiting", policy="auto"))
+    assert later is not None and "benchmark" not in later.summary
+    assert Operation.objects.filter(cluster=alert.cluster, kind="restart").exists()

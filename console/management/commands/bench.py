@@ -1,25 +1,73 @@
 from __future__ import annotations
 
+import getpass
 import json
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from console.management.commands.cluster import Command as ClusterCommand
 from console.models import BenchmarkRun, Cluster
+from console.models.operations import OperationKind, OperationState
 from console.services import benchmarks
+from console.services.operations import (
+    OperationConflict,
+    OperationRefused,
+    operation_start,
+)
 from engine import bench
 
 
 class Command(BaseCommand):
     help = (
-        "Benchmark results: import a `vllm bench serve --save-result` JSON, list, show "
+        "Benchmarks: run `vllm bench serve` on a serving cluster's head (a sweep over "
+        "concurrency or rate, as an operation), import a `vllm bench serve --save-result` JSON, list, show "
         "(vllm-style table + pass/fail against the profile's targets), compare two runs, "
         "mark a baseline. --json on list/show/compare."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
+        run = sub.add_parser(
+            "run",
+            help="run vllm bench serve on CLUSTER's head, one point per concurrency (or rate)",
+        )
+        run.add_argument("cluster")
+        run.add_argument("--concurrency", help="max concurrency, or a sweep: 1,8,32")
+        run.add_argument(
+            "--request-rate", help="requests/s, or a sweep: 1,2,4 (default inf)"
+        )
+        run.add_argument(
+            "--input-len",
+            type=int,
+            help="prompt tokens (default: the profile target's)",
+        )
+        run.add_argument(
+            "--output-len",
+            type=int,
+            help="output tokens (default: the profile target's)",
+        )
+        run.add_argument(
+            "--num-prompts",
+            type=int,
+            help="per point (default 5 × concurrency, 10 at least)",
+        )
+        run.add_argument(
+            "--burstiness",
+            type=float,
+            help="with a finite rate: <1 burstier, >1 steadier",
+        )
+        run.add_argument(
+            "--goodput", nargs="+", metavar="KEY:MS", help="SLOs, e.g. ttft:800 tpot:50"
+        )
+        run.add_argument("--label", default="")
+        run.add_argument("--seed", type=int)
+        run.add_argument("--reason", default="")
+        run.add_argument("--no-wait", action="store_true", help="queue it and return")
+        run.add_argument(
+            "--json", action="store_true", help="print the stored results as JSON"
+        )
         imp = sub.add_parser(
             "import", help="import FILE (vllm bench serve --save-result)"
         )
@@ -49,6 +97,66 @@ class Command(BaseCommand):
             raise CommandError(
                 f"benchmark #{pk} does not exist; see manage.py bench list"
             ) from None
+
+    def do_run(self, options: dict[str, Any]) -> None:
+        cluster = Cluster.objects.filter(name=options["cluster"]).first()
+        if cluster is None:
+            names = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
+            raise CommandError(
+                f"cluster {options['cluster']!r} does not exist; known clusters: {names}"
+            )
+        request = {
+            "concurrency": options["concurrency"],
+            "request_rate": options["request_rate"],
+            "input_len": options["input_len"],
+            "output_len": options["output_len"],
+            "num_prompts": options["num_prompts"],
+            "burstiness": options["burstiness"],
+            "goodput": " ".join(options["goodput"] or []),
+            "label": options["label"],
+            "seed": options["seed"],
+        }
+        try:
+            op = operation_start(
+                cluster=cluster,
+                kind=OperationKind.BENCHMARK,
+                reason=options["reason"],
+                source="cli",
+                params={
+                    "bench": {k: v for k, v in request.items() if v not in (None, "")}
+                },
+                actor=f"cli:{getpass.getuser()}",
+            )
+        except OperationRefused as exc:
+            raise CommandError(f"--{exc.field.replace('_', '-')}: {exc}") from None
+        except OperationConflict as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"Operation #{op.pk}: benchmark {cluster.name} queued")
+        if options["no_wait"]:
+            return
+        final = ClusterCommand(stdout=self.stdout, stderr=self.stderr).follow(op)  # type: ignore[arg-type]
+        runs = BenchmarkRun.objects.select_related("cluster__profile").filter(
+            pk__in=(final.result or {}).get("benchmarks") or []
+        )
+        if options["json"]:
+            self.stdout.write(
+                json.dumps(
+                    [benchmarks.run_to_dict(r, full=True) for r in runs], indent=2
+                )
+            )
+        else:
+            for run in runs:
+                data = benchmarks.run_to_dict(run, full=True)
+                figures = {k: data[k] for k in (*bench.REQUIRED, *bench.OPTIONAL_NUM)}
+                self.stdout.write(f"\nbenchmark #{run.pk}")
+                self.stdout.write(
+                    bench.format_table(
+                        figures, run.latency_ms, max_concurrency=run.max_concurrency
+                    )
+                )
+                self.write_verdict(run, data["verdict"])
+        if final.state != OperationState.SUCCEEDED:
+            raise CommandError(f"operation #{op.pk} {final.state}: {final.error}")
 
     def do_import(self, options: dict[str, Any]) -> None:
         path = Path(options["file"])

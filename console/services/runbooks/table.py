@@ -19,6 +19,7 @@ from console.models.operations import OperationKind, StepState
 from console.services.acceptance import acceptance_gate
 from console.services.operations import cluster_set_state
 from console.services.runbooks.base import Run, StepFailed
+from console.services.runbooks.bench import bench_rows, run_bench
 from console.services.runbooks.lifecycle import (
     after_start,
     rollback,
@@ -200,6 +201,12 @@ VERIFY_WEIGHTS = Step(
     run=run_weights,
 )
 
+BENCHMARK = Step(
+    "vllm bench serve on the head, one sweep point after another, then the targets",
+    plan=bench_rows,
+    run=run_bench,
+)
+
 # -- the runbooks ---------------------------------------------------------------------
 
 _START_AND_SERVE = (
@@ -213,6 +220,7 @@ _START_AND_SERVE = (
 RUNBOOKS: dict[str, tuple[Step, ...]] = {
     OperationKind.PREFLIGHT: (CHECKS_ONLY,),
     OperationKind.VERIFY_WEIGHTS: (VERIFY_WEIGHTS,),
+    OperationKind.BENCHMARK: (BENCHMARK,),
     OperationKind.START: (CLEAR_LEFTOVERS, PREFLIGHT, *_START_AND_SERVE),
     OperationKind.STOP: (STOP,),
     OperationKind.RESTART: (STOP_FIRST, PREFLIGHT, *_START_AND_SERVE),

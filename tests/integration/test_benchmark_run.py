@@ -1,0 +1,148 @@
+"""Issue 17: a benchmark run is an operation — vllm bench serve on the head (the sim's,
+same flags and --save-result names), one point per concurrency, each stored under vLLM's
+names and judged against the profile's targets; the cluster keeps serving.
+
+Real control worker and node agent (sim driver), a one-node cluster started for real.
+"""
+
+from __future__ import annotations
+
+import time
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from console.models import BenchmarkRun, ClusterState, OperationState
+from console.services.inventory import DEMO_PROFILES
+from console.services.operations import OperationRefused, operation_start
+from tests.agents import agents, control_worker
+from tests.factories import make_cluster, make_profile, make_user
+from tests.integration.test_operations import CONTROL_ENV, FAST, wait_op
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _watch(op, timeout: float = 180) -> tuple[object, list[str]]:
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        op.refresh_from_db()
+        seen += [s.summary for s in op.steps.all() if s.summary]
+        if op.finished_at is not None:
+            break
+        time.sleep(0.05)
+    return wait_op(op), seen
+
+
+def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
+    tmp_path: Path,
+) -> None:
+    profile = make_profile(
+        **{
+            **DEMO_PROFILES["w8a8"],
+            "name": "bench w8a8",
+            "data_parallel_size": 1,
+            # the acceptance target at a small shape, out of reach on purpose
+            "target_concurrency": 2,
+            "target_input_len": 32,
+            "target_output_len": 16,
+            "target_output_tps_per_npu": 1e6,
+        }
+    )
+    cluster = make_cluster("bench", nodes=1, profile=profile, free_ports=True)
+    (node,) = cluster.ranked_nodes()
+    user = make_user("bea", "operator")
+    with pytest.raises(OperationRefused) as refused:  # not serving yet
+        operation_start(
+            cluster=cluster,
+            kind="benchmark",
+            user=user,
+            params={"bench": {"concurrency": "1"}},
+        )
+    assert refused.value.field == "kind"
+    # tokens at a fifth of real speed: a point lasts seconds, long enough to be watched
+    env = {**FAST, "SIM_TIME_SCALE": "0.2", "SIM_STATE_DIR": str(tmp_path)}
+    with (
+        agents([node.name], extra_env=env, npu_ips={node.name: node.npu_ips}),
+        control_worker({**CONTROL_ENV, "ENGINE_LISTEN_TIMEOUT_S": "5"}),
+    ):
+        start = wait_op(
+            operation_start(cluster=cluster, kind="start", user=user), timeout=180
+        )
+        assert start.state == OperationState.SUCCEEDED, start.error
+
+        # bad input names the field; nothing is queued
+        for bench, field in (
+            ({"concurrency": "1,x"}, "concurrency"),
+            ({"concurrency": "1,2", "request_rate": "1,2"}, "request_rate"),
+            ({"concurrency": "1", "goodput": "latency:5"}, "goodput"),
+            ({"concurrency": "1", "burstiness": 0.5}, "burstiness"),
+        ):
+            with pytest.raises(OperationRefused) as bad:
+                operation_start(
+                    cluster=cluster,
+                    kind="benchmark",
+                    user=user,
+                    params={"bench": bench},
+                )
+            assert bad.value.field == field, (bench, str(bad.value))
+
+        # a sweep over concurrency 1 and 4, at a shape with no target
+        op, seen = _watch(
+            operation_start(
+                cluster=cluster,
+                kind="benchmark",
+                user=user,
+                params={
+                    "bench": {
+                        "concurrency": "1,4",
+                        "input_len": 24,
+                        "output_len": 12,
+                        "num_prompts": 24,
+                        "goodput": "ttft:60000",
+                    }
+                },
+            )
+        )
+        assert op.state == OperationState.SUCCEEDED, op.error
+        runs = list(BenchmarkRun.objects.filter(sweep=f"op{op.pk}").order_by("pk"))
+        assert [r.max_concurrency for r in runs] == [1, 4]
+        for r in runs:
+            assert r.tool == "vllm bench serve (sim)" and r.source == "run"
+            assert (r.completed, r.failed) == (24, 0)
+            # --ignore-eos: every request generated exactly output_len tokens
+            assert r.total_output_tokens == 24 * 12
+            assert r.total_input_tokens == 24 * 24
+            assert r.request_goodput == pytest.approx(r.request_throughput)
+            assert r.latency_ms["p99_ttft_ms"] >= r.latency_ms["median_ttft_ms"] > 0
+            assert (r.input_len, r.output_len, r.plan_digest != "") == (24, 12, True)
+        # concurrency shows: 4 at once finish the same prompts sooner than 1 at a time
+        assert runs[1].duration < runs[0].duration
+        # live progress, from the tool's own bar, while the first point ran
+        assert any("/24 prompts," in text for text in seen), (runs[0].duration, seen)
+        rows = list(op.steps.order_by("seq"))
+        assert rows[-1].state == "warning" and "no target" in rows[-1].summary
+        cluster.refresh_from_db()
+        assert cluster.state == ClusterState.RUNNING  # it only read
+
+        # at the target's shape the out-of-reach target fails the run, naming it
+        out = StringIO()
+        with pytest.raises(Exception) as failed:
+            call_command(
+                "bench",
+                "run",
+                cluster.name,
+                "--concurrency",
+                "2",
+                "--num-prompts",
+                "10",
+                stdout=out,
+            )
+        text = out.getvalue()
+        assert "Serving Benchmark Result" in text and "NOT ACCEPTED" in text, text
+        assert "output_tps_per_npu" in text or "tokens/s per NPU" in text, text
+        assert "failed" in str(failed.value)
+        cluster.refresh_from_db()
+        assert cluster.state == ClusterState.RUNNING
