@@ -35,7 +35,7 @@ WATCHED: dict[str, frozenset[str] | None] = {
     "console_apikey": frozenset(
         {"digest", "prefix", "rpm", "tpm", "revoked_at", "name"}
     ),
-    "console_cluster": frozenset({"state", "profile_id", "name"}),
+    "console_cluster": frozenset({"state", "profile_id", "name", "gate_blocked"}),
     "console_node": frozenset(
         {"cluster_id", "role", "rank", "management_ip", "api_port"}
     ),

@@ -111,8 +111,13 @@ async def upstreams_for(model: str) -> list[Upstream]:
 
 
 def _heads() -> object:
+    # a serving cluster whose on-demand correctness gate failed (policy enforce) is
+    # held out until a gate passes (console.services.acceptance)
     return Node.objects.filter(
-        role=NodeRole.HEAD, rank=0, cluster__state__in=SERVING
+        role=NodeRole.HEAD,
+        rank=0,
+        cluster__state__in=SERVING,
+        cluster__gate_blocked=False,
     ).select_related("cluster__profile")
 
 

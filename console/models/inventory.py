@@ -382,6 +382,14 @@ class Cluster(models.Model):
             "After start, restart, failover and replace: enforce keeps a failing cluster out of serving."
         ),
     )
+    gate_blocked = models.BooleanField(
+        _("held out of the gateway pool"),
+        default=False,
+        help_text=_(
+            "Set when a correctness gate fails under policy enforce on a serving cluster "
+            "(an on-demand run); the next passing gate clears it."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

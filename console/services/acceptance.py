@@ -133,6 +133,9 @@ def acceptance_gate(
     """
     policy = cluster.gate_policy
     if policy == GatePolicy.OFF and trigger != "manual":
+        if cluster.gate_blocked:  # the gate was turned off: nothing holds it out now
+            Cluster.objects.filter(pk=cluster.pk).update(gate_blocked=False)
+            cluster.gate_blocked = False
         return GateResult(policy, True, "gate off for this cluster", None)
     started = timezone.now()
     verdict = gate_ask(cluster, base_url=base_url)
@@ -170,5 +173,11 @@ def acceptance_gate(
             else AuditEvent.Result.FAILURE,
             message=verdict.reason[:300],
         )
+        # enforce: a failing cluster serves nobody through the gateway until a gate
+        # passes (inside a start the runbook also keeps it from Running)
+        blocked = policy == GatePolicy.ENFORCE and not verdict.passed
+        if cluster.gate_blocked != blocked:
+            Cluster.objects.filter(pk=cluster.pk).update(gate_blocked=blocked)
+            cluster.gate_blocked = blocked
         transaction.on_commit(lambda: gate_finished.send(sender=GateRun, gate_run=run))
     return GateResult(policy, verdict.passed, verdict.reason, run)

@@ -71,10 +71,20 @@ def test_a_garbled_engine_fails_raises_an_alert_naming_the_samples(
 ) -> None:
     from monitoring.models.alerts import Alert, AlertState
 
+    from console.gateway.routing import serving_upstreams
+
+    def pool() -> list[str]:
+        return [u.cluster_name for u in serving_upstreams()]
+
+    assert serving.name in pool()
     _garble(engine_dir)
     with django_capture_on_commit_callbacks(execute=True):
         result = acceptance_gate(serving, trigger="restart")
     assert not result.passed
+    # the cluster still runs, but the gateway sends it nothing until a gate passes
+    serving.refresh_from_db()
+    assert serving.state == ClusterState.RUNNING and serving.gate_blocked
+    assert serving.name not in pool()
     assert result.blocks_serving  # the demo cluster's policy is enforce
     assert "arith-add" in result.failing_samples
     assert "chat-sanity" in result.failing_samples
@@ -96,6 +106,7 @@ def test_a_garbled_engine_fails_raises_an_alert_naming_the_samples(
         assert acceptance_gate(serving, trigger="manual").passed
     alert.refresh_from_db()
     assert alert.state == AlertState.RESOLVED
+    assert serving.name in pool()  # back in the gateway's pool
 
 
 def test_warn_policy_fails_without_blocking_and_off_skips(
