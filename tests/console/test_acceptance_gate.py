@@ -69,9 +69,8 @@ def test_it_passes_a_healthy_engine(serving: Cluster) -> None:
 def test_a_garbled_engine_fails_raises_an_alert_naming_the_samples(
     serving: Cluster, engine_dir: Path, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from monitoring.models.alerts import Alert, AlertState
-
     from console.gateway.routing import serving_upstreams
+    from monitoring.models.alerts import Alert, AlertState
 
     def pool() -> list[str]:
         return [u.cluster_name for u in serving_upstreams()]
