@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from console.gateway.signals import upstream_errors_total
+from console.gateway.upstream_errors import upstream_errors_total
 from console.models import Cluster, Node
 from monitoring.models import CollectRound, EngineSample, SampleError
 from monitoring.selectors import latest_for_export

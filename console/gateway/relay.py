@@ -15,9 +15,9 @@ import redis
 
 from console.gateway import ratelimit, routing, translate
 from console.gateway.admission import positive_int
-from console.gateway.signals import upstream_error
 from console.gateway.snapshot import KeyInfo
 from console.gateway.sse import sse_batches, sse_data, sse_events
+from console.gateway.upstream_errors import upstream_error
 
 log = logging.getLogger(__name__)
 

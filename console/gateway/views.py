@@ -27,8 +27,8 @@ from console.gateway.errors import ANTHROPIC, OPENAI, GatewayError, error_respon
 from console.gateway.http import Request, Response, StreamResponse, json_response
 from console.gateway.relay import Call, relay, relay_translated, release
 from console.gateway.services import key_digest, secret_from_headers
-from console.gateway.signals import upstream_error
 from console.gateway.upstream import upstream_client
+from console.gateway.upstream_errors import upstream_error
 
 
 async def models(req: Request) -> Response:

@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 
-from console.gateway.signals import upstream_errors_take
+from console.gateway.upstream_errors import upstream_errors_take
 from console.models import Cluster, ClusterState, Node, NodeState
 from monitoring.alerts.rules import Observation
 from monitoring.models import EngineSample, NodeLatest, ScrapeState

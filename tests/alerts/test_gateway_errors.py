@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.gateway.signals import ERRORS_KEY, TOTAL_KEY
+from console.gateway.upstream_errors import ERRORS_KEY, TOTAL_KEY
 from console.models import Cluster, ClusterState
 from monitoring.alerts.services import alerts_evaluate
 from monitoring.exporter import exposition
@@ -36,7 +36,7 @@ def test_engine_errors_seen_by_the_gateway_fire_a_restart_and_resolve_when_they_
     )
     for _ in range(
         4
-    ):  # what console.gateway.signals.upstream_error writes per failed request
+    ):  # what console.gateway.upstream_errors.upstream_error writes per failed request
         r.hincrby(ERRORS_KEY, str(cluster.pk), 1)
         r.hincrby(TOTAL_KEY, str(cluster.pk), 1)
     with django_capture_on_commit_callbacks(execute=True):

@@ -281,7 +281,7 @@ def test_it_moves_to_the_next_cluster_when_an_engine_refuses_connections(
     import redis
     from django.conf import settings
 
-    from console.gateway.signals import upstream_errors_total
+    from console.gateway.upstream_errors import upstream_errors_total
 
     totals = upstream_errors_total(redis.Redis.from_url(str(settings.REDIS_URL)))
     assert totals.get(dead.pk, 0) >= 2 and totals.get(world["new"].pk, 0) >= 1
