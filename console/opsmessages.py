@@ -20,6 +20,7 @@ from django.utils.translation import (
     gettext_noop as _lazy,  # marked for the catalogue, translated in render()
 )
 
+from console import opschecks
 from console.models import ClusterState, OperationKind, OperationState
 from console.models.operations import StepState
 
@@ -122,6 +123,7 @@ def catalog_for_js() -> dict[str, Any]:
     """The catalogue for format.js: [[regex source, translated form], ...] and the words."""
     return {
         "messages": [[r.pattern, _(english(mid))] for mid, r in _patterns()],
+        "checks": opschecks.catalog_for_js(),
         "engine": {k: _(v) for k, v in ENGINE_STATES.items()},
         "kinds": {k: str(label) for k, label in OperationKind.choices},
         # Pushed events carry state codes; their labels were made in the publisher's language.

@@ -34,7 +34,8 @@
     var badge = document.createElement("span");
     badge.className = "badge badge-" + (BADGES[c.status] || "red");
     badge.textContent = STATUS[c.status] || c.status;
-    [c.name, badge, c.evidence, c.fix].forEach(function (v) {
+    var t = consoleFormat.check(c);
+    [t.name, badge, t.evidence, t.fix].forEach(function (v) {
       var td = document.createElement("td");
       if (typeof v === "string" || v == null) { td.textContent = v || ""; } else { td.appendChild(v); }
       tr.appendChild(td);
