@@ -93,6 +93,13 @@ def _patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple(out)
 
 
+def register(messages: dict[str, str]) -> None:
+    """Add another app's forms (monitoring/opstext.py, from its AppConfig.ready()):
+    console cannot import monitoring, so monitoring hands its forms over."""
+    MESSAGES.update(messages)
+    _patterns.cache_clear()
+
+
 def english(mid: str) -> str:
     return MESSAGES[mid]
 

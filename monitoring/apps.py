@@ -19,3 +19,8 @@ class MonitoringConfig(AppConfig):
         from monitoring.alerts.gate import on_gate_finished
 
         gate_finished.connect(on_gate_finished, dispatch_uid="monitoring.gate_alert")
+        # What rules and remediation write, in the reader's language (console renders it).
+        from console.opsmessages import register
+        from monitoring.opstext import MESSAGES
+
+        register(MESSAGES)
