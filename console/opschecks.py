@@ -156,3 +156,10 @@ def render_check(c: dict[str, Any]) -> dict[str, str]:
 def catalog_for_js() -> dict[str, list[str]]:
     """Check id → [name, evidence, fix] translated, for format.js ``consoleFormat.check``."""
     return {cid: [_(f) if f else "" for f in entry] for cid, entry in CHECKS.items()}
+
+
+def failed_summary(checks: list[dict[str, Any]]) -> str:
+    """A failed preflight step's summary from its checks, in the active language: the
+    stored one is English ("name: evidence; …")."""
+    shown = [render_check(c) for c in checks if c.get("status") == "fail"]
+    return "; ".join(f"{t['name']}: {t['evidence']}" for t in shown)

@@ -55,6 +55,14 @@ MESSAGES: dict[str, str] = {
     "step.verify_switch": _lazy(
         "Verify the switch on {node}: HCCS counters still, RoCE counters growing"
     ),
+    # step summaries the preflight runbook writes (console/services/runbooks/preflight.py)
+    "summary.checks_warned": _lazy("{count} checks passed, {warnings} warnings"),
+    "summary.checks_passed": _lazy("{count} checks passed"),
+    "summary.agents_answered": _lazy("{count} agents answered"),
+    "summary.no_answer": _lazy("no answer from {nodes}"),
+    "summary.unreachable": _lazy("agent unreachable; checks not run"),
+    "summary.identical": _lazy("identical on every node"),
+    "summary.no_node": _lazy("no node answered"),
 }
 
 # Single words workers write (engine process states, remediation decisions).

@@ -157,7 +157,7 @@ CHECKS: dict[str, tuple[str, str, str]] = {
     ),
     "release_matrix.unknown": (
         "release matrix",
-        "{problems}",
+        "vllm-ascend {target} is not in the release matrix ({commit}); known: {known}, …",
         "Choose a vllm-ascend version the matrix knows.",
     ),
     "release_matrix.ok": (

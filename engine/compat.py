@@ -162,9 +162,13 @@ def check(found: dict[str, Any], target: str = "") -> dict[str, Any]:
     wrong = mismatches(found, target)
     if wrong:
         rel = release(target)
-        if rel is None:
+        if rel is None:  # the sentence mismatches() writes, with its parts as params
             return checktext.check(
-                "release_matrix.unknown", "fail", problems="; ".join(wrong)
+                "release_matrix.unknown",
+                "fail",
+                target=repr(target),
+                commit=source()["commit"][:12],
+                known=", ".join(list(releases())[:8]),
             )
         return checktext.check(
             "release_matrix.wrong",

@@ -70,6 +70,7 @@ MESSAGES: dict[str, str] = {
     "rem.describe_scale_out": _noop(
         "start the standby cluster and add it to the gateway pool"
     ),
+    "rem.silenced": _noop("the alert is silenced"),
     "rem.no_action_rule": _noop("the rule has a policy but no action"),
     "rem.no_cluster": _noop("the alert belongs to no cluster"),
     "rem.maintenance": _noop(

@@ -37,6 +37,8 @@ from console.services.operations import (
 )
 from console.views.controls import operation_controls
 from console.views.launchplan import launch_plan
+from console.opschecks import failed_summary
+from console.opsmessages import render as render_ops
 from console.views.progress import check_groups, expected_durations, weighted_progress
 
 # Kinds an operator starts by hand from the cluster page.
@@ -142,7 +144,12 @@ def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     done, total = op.progress()
     preflight = (op.result or {}).get("preflight")
     for step in steps:
-        step.checks_split = check_groups(list((step.data or {}).get("checks") or []))  # type: ignore[attr-defined]
+        checks = list((step.data or {}).get("checks") or [])
+        step.checks_split = check_groups(checks)  # type: ignore[attr-defined]
+        # a failed preflight step names its failing checks: in the reader's language
+        step.summary_text = (  # type: ignore[attr-defined]
+            failed_summary(checks) if step.state == "failed" and checks else None
+        ) or render_ops(step.summary)
     expected = expected_durations(op)
     fraction, eta_s = weighted_progress(steps, expected)
     if not op.is_active:
