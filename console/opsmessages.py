@@ -86,6 +86,7 @@ DECISIONS: dict[str, str] = {
 }
 
 _PARAM = re.compile(r"\{(\w+)\}")
+_AFTER_FULL_WIDTH = re.compile(r"(?<=[\u3001\u3002\uff08\uff09\uff0c\uff1a\uff1b]) ")
 
 
 @cache
@@ -108,6 +109,43 @@ def register(messages: dict[str, str]) -> None:
     _patterns.cache_clear()
 
 
+# Sentences found inside longer English prose (a remedy's "why"), replaced wherever
+# they occur; registered by monitoring (monitoring/opstext.py SENTENCES).
+SENTENCES: dict[str, str] = {}
+
+
+def register_sentences(sentences: dict[str, str]) -> None:
+    SENTENCES.update(sentences)
+    _sentence_patterns.cache_clear()
+
+
+@cache
+def _sentence_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    out = []
+    for english_form in sorted(SENTENCES.values(), key=len, reverse=True):
+        parts = _PARAM.split(english_form)
+        regex = "".join(
+            re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts)
+        )
+        out.append((english_form, re.compile(regex)))
+    return tuple(out)
+
+
+def prose(text: str) -> str:
+    """English prose with every known sentence in the active language; the rest as is."""
+    changed = text
+    for form, regex in _sentence_patterns():
+
+        def translated(m: re.Match[str], form: str = form) -> str:
+            return _(form).format(**m.groupdict())
+
+        changed = regex.sub(translated, changed)
+    if changed == text:
+        return text
+    # the space English puts after a sentence is not written after full-width punctuation
+    return _AFTER_FULL_WIDTH.sub("", changed)
+
+
 def english(mid: str) -> str:
     return MESSAGES[mid]
 
@@ -124,7 +162,7 @@ def render(value: Any) -> str:
         if m:
             params = {k: render(v) for k, v in m.groupdict().items()}
             return _(english(mid)).format(**params)
-    return value
+    return prose(value)
 
 
 def word(table: dict[str, str], value: str | None) -> str:

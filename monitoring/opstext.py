@@ -182,3 +182,76 @@ MESSAGES: dict[str, str] = {
 for _i, _name in enumerate(RULE_NAMES):
     MESSAGES[f"rule.{_i}.message"] = _name + ": {detail}"
     MESSAGES[f"rule.{_i}"] = _name
+
+# engine/capabilities.py remedies_for and monitoring/remediation/links.py: the sentences a
+# remedy's "why" is made of (the doc citations in SOURCES stay as they are).
+SENTENCES: dict[str, str] = {
+    "why.a2_one_module": _noop(
+        "HCCL ignores HCCL_INTRA_ROCE_ENABLE on this server: the HCCL env-var doc supports "
+        "it on Atlas A2 only for the Atlas 200T A2 Box16, and HCCL's channel code keeps a "
+        "server with one HCCS module on HCCS (isA2UsedRdma needs isDiffDeviceModule)."
+    ),
+    "why.a3": _noop(
+        "On Atlas 800T/800I A3 the switch only affects LLM-DataDist traffic; the HCCL env-var "
+        "doc says HCCL communication is not affected (HCCL通信不受影响)."
+    ),
+    "why.box16": _noop(
+        "The HCCL env-var doc names the Atlas 200T A2 Box16 as the A2 server where "
+        "HCCL_INTRA_ROCE_ENABLE is supported, and HCCL's channel code moves a "
+        "two-module server's intra-server traffic to RDMA when the switch is on."
+    ),
+    "why.300t_pro": _noop(
+        "The HCCL env-var doc names the Atlas 300T Pro training card as the Atlas "
+        "training product where HCCL_INTRA_ROCE_ENABLE is supported."
+    ),
+    "why.unknown_model": _noop(
+        "The server model is not known, and whether HCCL honours "
+        "HCCL_INTRA_ROCE_ENABLE depends on it (only the Atlas 200T A2 Box16 and "
+        "the Atlas 300T Pro per the HCCL env-var doc). Set the node's server model "
+        "(detected at preflight, or a site override) to enable the RoCE failover."
+    ),
+    "why.every_rank": _noop(
+        "The same HCCL_INTRA_PCIE_ENABLE=0 / HCCL_INTRA_ROCE_ENABLE=1 pair is applied "
+        "to every rank of the engine (vllm-ascend reads the pair in every rank to pick "
+        "the MoE dispatch/combine arguments)."
+    ),
+    "why.no_counters": _noop(
+        "This node's HCCS counters are unsupported, so the switch cannot be "
+        "verified; the verdict will be 'cannot verify' and the next remedy follows."
+    ),
+    "why.cann": _noop("(this node runs CANN {cann})"),
+    "why.spare": _noop(
+        "Drain this node and start the engine with an idle {label} spare in its "
+        "rank: the faulty HCCS module leaves the engine, whatever HCCL does with the "
+        "switch. The spare must be the same server model, so the engine's ranks keep "
+        "one link layout."
+    ),
+    "why.spare_unknown": _noop(
+        "The server model is unknown, so 'same model' cannot be checked."
+    ),
+    "why.no_spare": _noop(
+        "No idle spare of the same server model ({label}) is available."
+    ),
+    "why.escalate": _noop(
+        "Raise the alert to an operator with the evidence (per-link HCCS counters, "
+        "loss rate) and the options above; nothing restarts."
+    ),
+    # engine/capabilities.py remedy_statement and links.py: the frame around each "why"
+    "frame.server_model": _noop("Server model: {label}."),
+    "frame.can_yes": _noop("— can work here: yes;"),
+    "frame.can_no": _noop("— can work here: no;"),
+    "frame.can_unknown": _noop("— can work here: unknown;"),
+    "frame.not_run_yes": _noop("(can work here: yes"),
+    "frame.not_run_no": _noop("(can work here: no"),
+    "frame.not_run_unknown": _noop("(can work here: unknown"),
+    "frame.source": _noop("; source: "),
+    "frame.not_run": _noop("Not run: "),
+    "frame.downtime": _noop("expected downtime ~{s} s (last measured start)."),
+    "frame.downtime_unknown": _noop("expected downtime unknown (no measured start)."),
+    "frame.no_restart": _noop("no restart."),
+    "frame.none_left": _noop("no remedy that can have an effect is left"),
+    "frame.options": _noop("Options: "),
+    "why.other_ranks": _noop(
+        "The RoCE pair is applied to every rank of the engine, and HCCL ignores it on {nodes}."
+    ),
+}

@@ -19,6 +19,8 @@ from console.models import (
     OperationKind,
     OperationState,
 )
+from console.opschecks import failed_summary
+from console.opsmessages import render as render_ops
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
 from console.services.node_actions import (
@@ -37,8 +39,6 @@ from console.services.operations import (
 )
 from console.views.controls import operation_controls
 from console.views.launchplan import launch_plan
-from console.opschecks import failed_summary
-from console.opsmessages import render as render_ops
 from console.views.progress import check_groups, expected_durations, weighted_progress
 
 # Kinds an operator starts by hand from the cluster page.

@@ -59,7 +59,9 @@ def zh_page(client: Client, url: str) -> str:
     assert response.status_code == 200, url
     body = response.content.decode()
     assert 'lang="zh-hans"' in body.lower() or "zh-hans" in body.lower()
-    body = re.sub(r'<script[^>]*type="application/json"[^>]*>.*?</script>', "", body, flags=re.S)
+    body = re.sub(
+        r'<script[^>]*type="application/json"[^>]*>.*?</script>', "", body, flags=re.S
+    )
     body = re.sub(r"<[^>]+>", " ", body)
     return html.unescape(body)
 
@@ -101,9 +103,22 @@ def test_it_renders_preflight_checks_by_id_with_their_params() -> None:
         # a row stored before ids: matched by its English
         assert render_check(
             {"name": "npu count", "evidence": "3 NPUs found, inventory says 8"}
-        ) == {"name": "NPU 数量", "evidence": "发现 3 个 NPU，资产清单记录为 8 个", "fix": ""}
+        ) == {
+            "name": "NPU 数量",
+            "evidence": "发现 3 个 NPU，资产清单记录为 8 个",
+            "fix": "",
+        }
         assert (
-            render_check(check("version.differs", "fail", key="cann", value="8.1", node="a", detail="8.2 on b"))["evidence"]
+            render_check(
+                check(
+                    "version.differs",
+                    "fail",
+                    key="cann",
+                    value="8.1",
+                    node="a",
+                    detail="8.2 on b",
+                )
+            )["evidence"]
             == "a 上的 cann 为 8.1；其他节点：8.2 on b"
         )
     with translation.override("en"):
@@ -116,7 +131,9 @@ def test_every_check_form_has_a_zh_hans_translation() -> None:
             form
             for entry in CHECKS.values()
             for form in entry
-            if form and _PARAM.sub("", form).strip(" :;,.()=") and translation.gettext(form) == form
+            if form
+            and _PARAM.sub("", form).strip(" :;,.()=")
+            and translation.gettext(form) == form
         ]
     assert missing == []
 
@@ -137,28 +154,63 @@ def _preflight_checks() -> list[dict[str, Any]]:
         compat.check({}, ""),
         compat.check({"vllm_ascend": "0.0.1"}, "0.0.1"),
         check("agent_reachable.ok", "pass", hostname="ascend-01", pid=42, driver="sim"),
-        check("version.differs", "fail", key="cann", value="8.1", node="ascend-01", detail="8.2 on ascend-02"),
+        check(
+            "version.differs",
+            "fail",
+            key="cann",
+            value="8.1",
+            node="ascend-01",
+            detail="8.2 on ascend-02",
+        ),
         # stored before checks had ids: English only
-        {"name": "npu count", "status": "fail", "evidence": "3 NPUs found, inventory says 8",
-         "fix": "Fix the node's NPU count in the inventory or find the missing NPU (npu-smi info -l)."},
+        {
+            "name": "npu count",
+            "status": "fail",
+            "evidence": "3 NPUs found, inventory says 8",
+            "fix": "Fix the node's NPU count in the inventory or find the missing NPU (npu-smi info -l).",
+        },
     ]
 
 
-def test_the_operation_page_shows_preflight_in_chinese(cluster: Cluster, viewer: Any) -> None:
+def test_the_operation_page_shows_preflight_in_chinese(
+    cluster: Cluster, viewer: Any
+) -> None:
     from tests.conftest import login
 
     checks = _preflight_checks()
     assert {c["status"] for c in checks} == {"pass", "warn", "fail"}
     node = cluster.ranked_nodes()[0]
-    op = Operation.objects.create(cluster=cluster, kind="start", state="failed",
-                                  reason=f"fail back to HCCS: {node.name}")
-    OperationStep.objects.create(operation=op, seq=1, name="Agents reachable", state="succeeded",
-                                 summary="4 agents answered")
-    OperationStep.objects.create(operation=op, seq=2, name=f"Preflight checks on {node.name}",
-                                 node=node, state="failed", data={"checks": checks},
-                                 summary="; ".join(f"{c['name']}: {c['evidence']}" for c in checks if c["status"] == "fail"))
-    OperationStep.objects.create(operation=op, seq=3, name="Same versions and model on every node",
-                                 state="succeeded", summary="identical on every node")
+    op = Operation.objects.create(
+        cluster=cluster,
+        kind="start",
+        state="failed",
+        reason=f"fail back to HCCS: {node.name}",
+    )
+    OperationStep.objects.create(
+        operation=op,
+        seq=1,
+        name="Agents reachable",
+        state="succeeded",
+        summary="4 agents answered",
+    )
+    OperationStep.objects.create(
+        operation=op,
+        seq=2,
+        name=f"Preflight checks on {node.name}",
+        node=node,
+        state="failed",
+        data={"checks": checks},
+        summary="; ".join(
+            f"{c['name']}: {c['evidence']}" for c in checks if c["status"] == "fail"
+        ),
+    )
+    OperationStep.objects.create(
+        operation=op,
+        seq=3,
+        name="Same versions and model on every node",
+        state="succeeded",
+        summary="identical on every node",
+    )
     page = zh_page(login(viewer), f"/operations/{op.pk}/")
     assert "端口空闲" in page and "代理可达" in page and "切回 HCCS" in page
     assert untranslated(page) == []
@@ -177,31 +229,62 @@ def test_incident_alert_and_failback_pages_show_no_english_catalogue_sentence(
     rule = AlertRule.objects.get(name="HCCS link loss")
     now = timezone.now()
     alert = Alert.objects.create(
-        rule=rule, cluster=cluster, node=node, target=node.name, state="firing",
-        severity="warning", value=30.0, message=_message(rule, node.name, 30.0),
-        fault_onset_at=now - timedelta(seconds=9), pending_at=now, fired_at=now,
+        rule=rule,
+        cluster=cluster,
+        node=node,
+        target=node.name,
+        state="firing",
+        severity="warning",
+        value=30.0,
+        message=_message(rule, node.name, 30.0),
+        fault_onset_at=now - timedelta(seconds=9),
+        pending_at=now,
+        fired_at=now,
     )
     verdict = verify_link_switch(NO_BASELINE, NO_BASELINE)
     failover = Operation.objects.create(
-        cluster=cluster, kind="failover", state="succeeded", started_at=now,
+        cluster=cluster,
+        kind="failover",
+        state="succeeded",
+        started_at=now,
         finished_at=now + timedelta(seconds=8),
-        result={"verification": {**verdict.to_dict(), "node": node.name, "window_s": 4.0, "detail": verdict.reason}},
+        result={
+            "verification": {
+                **verdict.to_dict(),
+                "node": node.name,
+                "window_s": 4.0,
+                "detail": verdict.reason,
+            }
+        },
     )
     incident = Incident.objects.create(
-        alert=alert, cluster=cluster, node=node, action="failover", policy="auto",
-        state="running", fault_onset_at=alert.fault_onset_at, detected_at=now,
-        operation_ids=[failover.pk], operation=failover,
+        alert=alert,
+        cluster=cluster,
+        node=node,
+        action="failover",
+        policy="auto",
+        state="running",
+        fault_onset_at=alert.fault_onset_at,
+        detected_at=now,
+        operation_ids=[failover.pk],
+        operation=failover,
     )
-    remediation.operation_finished(failover.pk)  # cannot verify → replace with the spare
+    remediation.operation_finished(
+        failover.pk
+    )  # cannot verify → replace with the spare
     incident.refresh_from_db()
     replace = incident.operation
     assert replace is not None and replace.kind == "replace"
     Operation.objects.filter(pk=replace.pk).update(
-        state="succeeded", started_at=now, finished_at=now + timedelta(seconds=30),
+        state="succeeded",
+        started_at=now,
+        finished_at=now + timedelta(seconds=30),
         result={"replace": {"spare": "ascend-05"}},
     )
     remediation.operation_finished(replace.pk)
-    Alert.objects.filter(pk=alert.pk).update(state="resolved", resolved_at=now + timedelta(seconds=40))
+    Alert.objects.filter(pk=alert.pk).update(
+        state="resolved", resolved_at=now + timedelta(seconds=40)
+    )
     alert.refresh_from_db()
     remediation.alert_resolved(alert)
     incident.refresh_from_db()
@@ -210,8 +293,9 @@ def test_incident_alert_and_failback_pages_show_no_english_catalogue_sentence(
     assert {"verify", "remedy", "operation", "recovered"} <= set(kinds), kinds
     # the operator fails a node on RoCE back to HCCS (the reason the service writes)
     other = cluster.ranked_nodes()[1]
-    Node.objects.filter(pk=other.pk).update(link_mode="roce", link_mode_since=now,
-                                            link_mode_reason="HCCS loss 20 %")
+    Node.objects.filter(pk=other.pk).update(
+        link_mode="roce", link_mode_since=now, link_mode_reason="HCCS loss 20 %"
+    )
     client = APIClient()
     client.force_authenticate(operator)
     created = client.post(f"/api/clusters/{cluster.name}/failback/", {}, format="json")
@@ -242,3 +326,42 @@ def test_a_rule_name_an_admin_typed_is_shown_as_typed() -> None:
     with translation.override("zh-hans"):
         assert render("HCCS link loss") == "HCCS 链路丢包"
         assert render("HCCS link loss on rack 7") == "HCCS link loss on rack 7"
+
+
+def test_format_js_renders_a_pushed_check_and_rule_name_like_the_server() -> None:
+    """static/console/js/format.js (consoleFormat.check / .msg) against the catalogue the
+    page carries, in node: the same zh-Hans text as console/opschecks.render_check."""
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from console.opsmessages import catalog_for_js
+
+    node = shutil.which("node")
+    assert node, "node is needed to run format.js (Debian: apt-get install nodejs)"
+    hbm = Check.of(
+        "hbm_free.busy_pids", "fail", busy="NPU 0: 30000/65536 MB", pids=[10484]
+    ).to_dict()
+    with translation.override("zh-hans"):
+        catalogue = catalog_for_js()
+        expected = render_check(hbm)
+    script = Path(__file__).resolve().parents[2] / "static/console/js/format.js"
+    harness = (
+        "var catalog = " + json.dumps(catalogue) + ";\n"
+        "globalThis.window = globalThis;\n"
+        "globalThis.document = { cookie: '', documentElement: { getAttribute: function () { return 'UTC'; } },"
+        " getElementById: function (id) { return id === 'ops-catalog' ? { textContent: JSON.stringify(catalog) } : null; } };\n"
+        + script.read_text(encoding="utf-8")
+        + "\nconsole.log(JSON.stringify([consoleFormat.check("
+        + json.dumps(hbm)
+        + "),"
+        " consoleFormat.msg('HCCS link loss'), consoleFormat.msg('My rule')]));\n"
+    )
+    out = subprocess.run(
+        [node, "-e", harness], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    check_js, rule_js, typed_js = json.loads(out.stdout)
+    assert check_js == expected
+    assert rule_js == "HCCS 链路丢包" and typed_js == "My rule"
