@@ -365,3 +365,11 @@ def test_format_js_renders_a_pushed_check_and_rule_name_like_the_server() -> Non
     check_js, rule_js, typed_js = json.loads(out.stdout)
     assert check_js == expected
     assert rule_js == "HCCS 链路丢包" and typed_js == "My rule"
+
+
+def test_every_seeded_rule_name_is_in_the_catalogue() -> None:
+    from monitoring.alerts.catalog import DEFAULT_RULES
+    from monitoring.alerts.gate import RULE_NAME
+    from monitoring.opstext import RULE_NAMES
+
+    assert {str(r["name"]) for r in DEFAULT_RULES} | {RULE_NAME} == set(RULE_NAMES)
