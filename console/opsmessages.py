@@ -20,6 +20,7 @@ from django.utils.translation import (
     gettext_noop as _lazy,  # marked for the catalogue, translated in render()
 )
 
+from console import opschecks
 from console.models import ClusterState, OperationKind, OperationState
 from console.models.operations import StepState
 
@@ -56,6 +57,14 @@ MESSAGES: dict[str, str] = {
     "step.verify_switch": _lazy(
         "Verify the switch on {node}: HCCS counters still, RoCE counters growing"
     ),
+    # step summaries the preflight runbook writes (console/services/runbooks/preflight.py)
+    "summary.checks_warned": _lazy("{count} checks passed, {warnings} warnings"),
+    "summary.checks_passed": _lazy("{count} checks passed"),
+    "summary.agents_answered": _lazy("{count} agents answered"),
+    "summary.no_answer": _lazy("no answer from {nodes}"),
+    "summary.unreachable": _lazy("agent unreachable; checks not run"),
+    "summary.identical": _lazy("identical on every node"),
+    "summary.no_node": _lazy("no node answered"),
 }
 
 # Single words workers write (engine process states, remediation decisions).
@@ -79,6 +88,7 @@ DECISIONS: dict[str, str] = {
 }
 
 _PARAM = re.compile(r"\{(\w+)\}")
+_AFTER_FULL_WIDTH = re.compile(r"(?<=[\u3001\u3002\uff08\uff09\uff0c\uff1a\uff1b]) ")
 
 
 @cache
@@ -92,6 +102,50 @@ def _patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
         )
         out.append((mid, re.compile(f"^{regex}$")))
     return tuple(out)
+
+
+def register(messages: dict[str, str]) -> None:
+    """Add another app's forms (monitoring/opstext.py, from its AppConfig.ready()):
+    console cannot import monitoring, so monitoring hands its forms over."""
+    MESSAGES.update(messages)
+    _patterns.cache_clear()
+
+
+# Sentences found inside longer English prose (a remedy's "why"), replaced wherever
+# they occur; registered by monitoring (monitoring/opstext.py SENTENCES).
+SENTENCES: dict[str, str] = {}
+
+
+def register_sentences(sentences: dict[str, str]) -> None:
+    SENTENCES.update(sentences)
+    _sentence_patterns.cache_clear()
+
+
+@cache
+def _sentence_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    out = []
+    for english_form in sorted(SENTENCES.values(), key=len, reverse=True):
+        parts = _PARAM.split(english_form)
+        regex = "".join(
+            re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts)
+        )
+        out.append((english_form, re.compile(regex)))
+    return tuple(out)
+
+
+def prose(text: str) -> str:
+    """English prose with every known sentence in the active language; the rest as is."""
+    changed = text
+    for form, regex in _sentence_patterns():
+
+        def translated(m: re.Match[str], form: str = form) -> str:
+            return _(form).format(**m.groupdict())
+
+        changed = regex.sub(translated, changed)
+    if changed == text:
+        return text
+    # the space English puts after a sentence is not written after full-width punctuation
+    return _AFTER_FULL_WIDTH.sub("", changed)
 
 
 def english(mid: str) -> str:
@@ -110,7 +164,7 @@ def render(value: Any) -> str:
         if m:
             params = {k: render(v) for k, v in m.groupdict().items()}
             return _(english(mid)).format(**params)
-    return value
+    return prose(value)
 
 
 def word(table: dict[str, str], value: str | None) -> str:
@@ -124,6 +178,7 @@ def catalog_for_js() -> dict[str, Any]:
     """The catalogue for format.js: [[regex source, translated form], ...] and the words."""
     return {
         "messages": [[r.pattern, _(english(mid))] for mid, r in _patterns()],
+        "checks": opschecks.catalog_for_js(),
         "engine": {k: _(v) for k, v in ENGINE_STATES.items()},
         "kinds": {k: str(label) for k, label in OperationKind.choices},
         # Pushed events carry state codes; their labels were made in the publisher's language.

@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from engine import checktext
+
 DATA = Path(__file__).with_name("vllm_ascend_releases.json")
 # keys of a node's reported versions (engine.preflight.versions) checked against a row
 CHECKED = ("vllm_ascend", "vllm", "cann", "torch_npu")
@@ -148,43 +150,43 @@ def mismatches(found: dict[str, Any], target: str) -> list[str]:
     return out
 
 
-def check(found: dict[str, Any], target: str = "") -> dict[str, str]:
+def check(found: dict[str, Any], target: str = "") -> dict[str, Any]:
     """A preflight check dict (name/status/evidence/fix) for one node.
 
     ``target`` is the profile's vllm-ascend version; empty = the vllm-ascend the node
     has installed (then the check is that the node's own stack is one release's).
     """
     target = normalize(target) or normalize(found.get("vllm_ascend"))
-    name = "release matrix"
     if not target:
-        return {
-            "name": name,
-            "status": "warn",
-            "evidence": "no vllm-ascend installed and no target version given",
-            "fix": "Set the profile's vllm-ascend version, or install vllm-ascend on the node.",
-        }
+        return checktext.check("release_matrix.none", "warn")
     wrong = mismatches(found, target)
     if wrong:
         rel = release(target)
-        fix = (
-            "Install the versions of the vllm-ascend "
-            f"{target} row (CANN {rel.cann}, torch_npu {rel.torch_npu}), or run its image "
-            f"{image(target, 'a2')} / {image(target, 'a3')}."
-            if rel
-            else "Choose a vllm-ascend version the matrix knows."
+        if rel is None:  # the sentence mismatches() writes, with its parts as params
+            return checktext.check(
+                "release_matrix.unknown",
+                "fail",
+                target=repr(target),
+                commit=source()["commit"][:12],
+                known=", ".join(list(releases())[:8]),
+            )
+        return checktext.check(
+            "release_matrix.wrong",
+            "fail",
+            problems="; ".join(wrong),
+            target=target,
+            cann=rel.cann,
+            torch_npu=rel.torch_npu,
+            image_a2=image(target, "a2"),
+            image_a3=image(target, "a3"),
         )
-        return {
-            "name": name,
-            "status": "fail",
-            "evidence": "; ".join(wrong),
-            "fix": fix,
-        }
     rel = release(target)
     assert rel is not None
-    return {
-        "name": name,
-        "status": "pass",
-        "evidence": f"vllm-ascend {target}: CANN {rel.cann}, torch_npu {rel.torch_npu}, "
-        f"vLLM {' / '.join(rel.vllm)} as the matrix says",
-        "fix": "",
-    }
+    return checktext.check(
+        "release_matrix.ok",
+        "pass",
+        target=target,
+        cann=rel.cann,
+        torch_npu=rel.torch_npu,
+        vllm=" / ".join(rel.vllm),
+    )

@@ -10,12 +10,13 @@ import errno
 import importlib.metadata
 import os
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine import compat, weights
 from engine.capabilities import UNKNOWN_MODEL, capability
+from engine.checktext import check as check_text
 from engine.drivers import node_driver
 from engine.drivers.container import node_preflight
 from engine.parsers import ParseError
@@ -57,9 +58,18 @@ class Check:
     status: str
     evidence: str
     fix: str = ""
+    id: str = (
+        ""  # engine/checktext.py: the console renders the reader's language from it
+    )
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cid: str, status: str, **params: Any) -> Check:
+        """The check ``cid`` of engine/checktext.py, its English filled with ``params``."""
+        return cls(**check_text(cid, status, **params))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(vars(self))
 
 
 def _tool(argv: list[str]) -> tuple[str | None, str]:
@@ -79,53 +89,29 @@ def _tool(argv: list[str]) -> tuple[str | None, str]:
 def check_npus(expected: int) -> tuple[list[Check], NpuSmiInfo | None]:
     out, problem = _tool(["npu-smi", "info"])
     if out is None:
-        return [
-            Check(
-                "npu-smi",
-                FAIL,
-                problem,
-                "Install/repair the Ascend driver so `npu-smi info` works.",
-            )
-        ], None
+        return [Check.of("npu_smi.unavailable", FAIL, problem=problem)], None
     try:
         info = parse_info(out)
     except ParseError as exc:
-        return [
-            Check(
-                "npu-smi",
-                FAIL,
-                str(exc),
-                "Paste the output into `python -m engine.parsers npu-smi-info -` and report it.",
-            )
-        ], None
+        return [Check.of("npu_smi.unparsed", FAIL, problem=str(exc))], None
     checks = []
     bad = [
         f"NPU {c.npu} chip {c.chip}: {c.health}" for c in info.chips if c.health != "OK"
     ]
     warn_only = all(c.health == "Warning" for c in info.chips if c.health != "OK")
     if not bad:
-        checks.append(Check("npu health", PASS, f"{len(info.chips)} chips OK"))
+        checks.append(Check.of("npu_health.ok", PASS, count=len(info.chips)))
     else:
         checks.append(
-            Check(
-                "npu health",
-                WARN if warn_only else FAIL,
-                "; ".join(bad),
-                "Check `npu-smi info -t health -i N` for the error code; replace or reset the NPU.",
+            Check.of(
+                "npu_health.bad", WARN if warn_only else FAIL, problems="; ".join(bad)
             )
         )
     npus = len({c.npu for c in info.chips})
     if npus == expected:
-        checks.append(Check("npu count", PASS, f"{npus} NPUs"))
+        checks.append(Check.of("npu_count.ok", PASS, count=npus))
     else:
-        checks.append(
-            Check(
-                "npu count",
-                FAIL,
-                f"{npus} NPUs found, inventory says {expected}",
-                "Fix the node's NPU count in the inventory or find the missing NPU (npu-smi info -l).",
-            )
-        )
+        checks.append(Check.of("npu_count.bad", FAIL, count=npus, expected=expected))
     busy = [
         f"NPU {c.npu}: {c.hbm_used_mb}/{c.hbm_total_mb} MB"
         for c in info.chips
@@ -136,15 +122,12 @@ def check_npus(expected: int) -> tuple[list[Check], NpuSmiInfo | None]:
     if busy:
         pids = sorted({p.pid for p in info.processes})
         checks.append(
-            Check(
-                "hbm free",
-                FAIL,
-                "HBM in use: " + "; ".join(busy) + (f" (pids {pids})" if pids else ""),
-                "Stop the process holding the NPUs (an old vLLM?) before starting.",
-            )
+            Check.of("hbm_free.busy_pids", FAIL, busy="; ".join(busy), pids=pids)
+            if pids
+            else Check.of("hbm_free.busy", FAIL, busy="; ".join(busy))
         )
     else:
-        checks.append(Check("hbm free", PASS, "HBM free on every NPU"))
+        checks.append(Check.of("hbm_free.ok", PASS))
     return checks, info
 
 
@@ -220,43 +203,23 @@ def check_nics(
             ips.append(parse_ip(out).ipaddr if out else None)
         except ParseError:
             ips.append(None)
-    fixes = {
-        "link": "Check the optical module and cable of that NPU port; `hccn_tool -i N -link_stat -g` shows flaps.",
-        "net_health": "Run `hccn_tool -i N -net_health -g`; check the detect IP (-netdetect) and the switch port.",
-        "lldp": "No LLDP neighbour: the NPU port is not cabled to the switch or LLDP is off on it.",
-        "netdetect": "Set a detect IP: `hccn_tool -i N -netdetect -s address <gateway>`.",
-        "gateway": "Set the gateway: `hccn_tool -i N -gateway -s gateway <ip>`.",
-    }
-    for key, problems in failures.items():
-        label = f"hccn {key}"
+    for key, problems in failures.items():  # fixes per key: engine/checktext.py
         if problems:
-            checks.append(Check(label, FAIL, "; ".join(problems[:8]), fixes[key]))
+            checks.append(
+                Check.of(f"hccn_{key}.bad", FAIL, problems="; ".join(problems[:8]))
+            )
         else:
-            checks.append(Check(label, PASS, f"all {npus} NPU NICs"))
+            checks.append(Check.of(f"hccn_{key}.ok", PASS, count=npus))
     conf = _hccn_conf_path()
     if conf.exists():
-        checks.append(Check("hccn.conf", PASS, f"{conf} present"))
+        checks.append(Check.of("hccn_conf.ok", PASS, path=conf))
     else:
-        checks.append(
-            Check(
-                "hccn.conf",
-                FAIL,
-                f"{conf} missing",
-                "Configure the NPU NICs with hccn_tool (-ip -s …); it writes /etc/hccn.conf.",
-            )
-        )
+        checks.append(Check.of("hccn_conf.missing", FAIL, path=conf))
     missing_ips = [str(i) for i, ip in enumerate(ips) if not ip]
     checks.append(
-        Check(
-            "npu ips",
-            FAIL if missing_ips else PASS,
-            f"no IP on NPU {', '.join(missing_ips)}"
-            if missing_ips
-            else ", ".join(ip or "" for ip in ips),
-            "Set one with `hccn_tool -i N -ip -s address <ip> netmask <mask>`."
-            if missing_ips
-            else "",
-        )
+        Check.of("npu_ips.missing", FAIL, npus=", ".join(missing_ips))
+        if missing_ips
+        else Check.of("npu_ips.ok", PASS, ips=", ".join(ip or "" for ip in ips))
     )
     lost = []
     for target in ping_targets:
@@ -273,14 +236,9 @@ def check_nics(
             lost.append(f"{target}: {result.sent} sent, 0 received")
     if ping_targets:
         checks.append(
-            Check(
-                "npu ping",
-                FAIL if lost else PASS,
-                "; ".join(lost) if lost else f"{len(ping_targets)} peer NPU IPs answer",
-                "Check the RoCE path to the head node's NPUs (switch, VLAN, -link, -net_health on both ends)."
-                if lost
-                else "",
-            )
+            Check.of("npu_ping.lost", FAIL, problems="; ".join(lost))
+            if lost
+            else Check.of("npu_ping.ok", PASS, count=len(ping_targets))
         )
     return checks, ips
 
@@ -301,12 +259,21 @@ def outside_models_root(path: str) -> str | None:
     """Why ``path`` may not be walked, or None: it must resolve (symlinks, "..") to a
     directory strictly below the models root, so a message naming ``/`` or ``/etc``
     cannot make the agent read the whole disk."""
+    refused = _outside_models_root(path)
+    if refused is None:
+        return None
+    cid, status, shown, root = refused
+    return Check.of(cid, status, path=shown, root=root).evidence
+
+
+def _outside_models_root(path: str) -> tuple[str, str, str, str] | None:
+    """(check id, status, path, root) when ``path`` is refused, else None."""
     root = models_root()
     real = os.path.realpath(path)
     if not os.path.isabs(path):
-        return f"{path!r} is not an absolute path"
+        return ("model_path.relative", FAIL, repr(path), root)
     if real == root or os.path.commonpath([root, real]) != root or real == "/":
-        return f"{path} is not a directory under the models root {root}"
+        return ("model_path.outside", FAIL, path, root)
     return None
 
 
@@ -314,34 +281,16 @@ def check_model(path: str) -> tuple[Check, int | None, dict[str, Any] | None]:
     """The model directory: its manifest (engine/weights.py), which the control side
     compares across nodes file by file, and its total size."""
     if not path:
-        return (
-            Check(
-                "model path",
-                WARN,
-                "no model path to check (the node serves no cluster yet)",
-                "The path is checked again when the node joins a cluster.",
-            ),
-            None,
-            None,
-        )
-    refused = outside_models_root(path)
+        return Check.of("model_path.none", WARN), None, None
+    refused = _outside_models_root(path)
     if refused:
-        return (
-            Check(
-                "model path",
-                FAIL,
-                refused,
-                "Put the model under the agent's AGENT_MODELS_ROOT (same path on every node) "
-                "or point AGENT_MODELS_ROOT at the directory that holds the models.",
-            ),
-            None,
-            None,
-        )
+        cid, status, shown, root = refused
+        return Check.of(cid, status, path=shown, root=root), None, None
     found = weights.manifest(node_driver().model_dir(path))
     found["path"] = path  # as the plan names it, not where a sim node keeps it
     result = weights.check(found)
     if not found["exists"]:
-        result["evidence"] = f"{path} does not exist"
+        result = check_text("model_files.missing", FAIL, path=path)
     return Check(**result), (found["total_bytes"] if found["exists"] else None), found
 
 
@@ -359,13 +308,10 @@ def check_ports(host: str, ports: list[int]) -> Check:
                     f"{host}:{port} ({'in use' if exc.errno == errno.EADDRINUSE else exc.strerror})"
                 )
     if busy:
-        return Check(
-            "ports free",
-            FAIL,
-            ", ".join(busy),
-            "Stop what listens there (ss -ltnp) or change the node's API/RPC port.",
-        )
-    return Check("ports free", PASS, ", ".join(f"{host}:{p}" for p in ports))
+        return Check.of("ports_free.busy", FAIL, ports=", ".join(busy))
+    return Check.of(
+        "ports_free.ok", PASS, ports=", ".join(f"{host}:{p}" for p in ports)
+    )
 
 
 def check_server_model() -> tuple[Check, ServerModelDetection]:
@@ -396,17 +342,19 @@ def check_server_model() -> tuple[Check, ServerModelDetection]:
     label = capability(found.model).label
     if found.model == UNKNOWN_MODEL:
         return (
-            Check(
-                "server model",
+            Check.of(
+                "server_model.unknown",
                 WARN,
-                f"{label}: {found.evidence} (read from {source})",
-                "Set the node's server model on its page (site override, with a "
-                "reason); until then no RoCE failover runs automatically.",
+                label=label,
+                evidence=found.evidence,
+                source=source,
             ),
             found,
         )
     return (
-        Check("server model", PASS, f"{label}: {found.evidence} (from {source})"),
+        Check.of(
+            "server_model.ok", PASS, label=label, evidence=found.evidence, source=source
+        ),
         found,
     )
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine import checktext
 from engine.memory import model_facts_from_config
 
 INDEX = "model.safetensors.index.json"
@@ -110,24 +111,21 @@ def manifest(path: str | Path) -> dict[str, Any]:
     }
 
 
-def check(m: dict[str, Any]) -> dict[str, str]:
-    """A preflight check dict for one node's manifest."""
+def check(m: dict[str, Any]) -> dict[str, Any]:
+    """A preflight check dict for one node's manifest (engine/checktext.py)."""
     if m["problems"]:
-        return {
-            "name": "model files",
-            "status": "fail",
-            "evidence": f"{m['path']}: " + "; ".join(m["problems"]),
-            "fix": "Copy the complete model (config.json, the index and every shard) "
-            "to the same path on every node.",
-        }
+        return checktext.check(
+            "model_files.bad", "fail", path=m["path"], problems="; ".join(m["problems"])
+        )
     shards = len(m["index"]["shards"]) if m["index"] else 0
-    return {
-        "name": "model files",
-        "status": "pass",
-        "evidence": f"{m['path']}: {len(m['files'])} files, {m['total_bytes']} bytes, "
-        f"{shards} shards as the index lists, config.json parsed",
-        "fix": "",
-    }
+    return checktext.check(
+        "model_files.ok",
+        "pass",
+        path=m["path"],
+        files=len(m["files"]),
+        bytes=m["total_bytes"],
+        shards=shards,
+    )
 
 
 def compare(manifests: dict[str, dict[str, Any]]) -> dict[str, list[str]]:

@@ -19,3 +19,9 @@ class MonitoringConfig(AppConfig):
         from monitoring.alerts.gate import on_gate_finished
 
         gate_finished.connect(on_gate_finished, dispatch_uid="monitoring.gate_alert")
+        # What rules and remediation write, in the reader's language (console renders it).
+        from console.opsmessages import register, register_sentences
+        from monitoring.opstext import MESSAGES, SENTENCES
+
+        register(MESSAGES)
+        register_sentences(SENTENCES)

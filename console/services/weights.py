@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from console.models import EngineProfile
+from console.opschecks import check
 from engine import weights
 
 FACT_KEYS = (
@@ -39,7 +40,7 @@ def reported_config(answers: dict[str, Any]) -> dict[str, Any] | None:
 
 def cross_node_checks(
     answers: dict[str, Any], profile: EngineProfile
-) -> dict[str, list[dict[str, str]]]:
+) -> dict[str, list[dict[str, Any]]]:
     """Per node: a failing "same model files" check naming the files that differ from
     the majority; under "cluster": a warning naming profile figures config.json contradicts."""
     manifests = {
@@ -47,28 +48,22 @@ def cross_node_checks(
         for name, a in answers.items()
         if isinstance(a, dict) and a.get("weights")
     }
-    out: dict[str, list[dict[str, str]]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for node, diffs in weights.compare(manifests).items():
         out.setdefault(node, []).append(
-            {
-                "name": "same model files",
-                "status": "fail",
-                "evidence": "; ".join(diffs[:10])
+            check(
+                "same_model_files.bad",
+                "fail",
+                problems="; ".join(diffs[:10])
                 + (f"; and {len(diffs) - 10} more" if len(diffs) > 10 else ""),
-                "fix": f"Copy these files again from a good node to {node} "
-                "(rsync -a --checksum), then rerun preflight.",
-            }
+                node=node,
+            )
         )
     config = reported_config(answers)
     declared = {k: getattr(profile, k, None) for k in FACT_KEYS}
     disagree = weights.declared_disagreements(declared, config)
     if disagree:
         out.setdefault("cluster", []).append(
-            {
-                "name": "profile figures",
-                "status": "warn",
-                "evidence": "; ".join(disagree),
-                "fix": "The plan uses the nodes' config.json; correct the profile's figures.",
-            }
+            check("profile_figures.warn", "warn", problems="; ".join(disagree))
         )
     return out

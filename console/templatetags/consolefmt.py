@@ -16,6 +16,7 @@ from django import template
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from console.opschecks import render_check
 from console.opsmessages import ENGINE_STATES, catalog_for_js, render, word
 
 register = template.Library()
@@ -92,6 +93,14 @@ def ops(value: object) -> str:
     """Operational content (step names, …) in the reader's language: ``{{ step.name|ops }}``."""
 
     return render(value)
+
+
+@register.filter
+def check_text(value: dict[str, object]) -> dict[str, str]:
+    """A preflight check's name, evidence and fix in the reader's language:
+    ``{% with t=c|check_text %}{{ t.name }}…``."""
+
+    return render_check(value)
 
 
 @register.filter

@@ -19,6 +19,8 @@ from console.models import (
     OperationKind,
     OperationState,
 )
+from console.opschecks import failed_summary
+from console.opsmessages import render as render_ops
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
 from console.services.node_actions import (
@@ -142,7 +144,12 @@ def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     done, total = op.progress()
     preflight = (op.result or {}).get("preflight")
     for step in steps:
-        step.checks_split = check_groups(list((step.data or {}).get("checks") or []))  # type: ignore[attr-defined]
+        checks = list((step.data or {}).get("checks") or [])
+        step.checks_split = check_groups(checks)  # type: ignore[attr-defined]
+        # a failed preflight step names its failing checks: in the reader's language
+        step.summary_text = (  # type: ignore[attr-defined]
+            failed_summary(checks) if step.state == "failed" and checks else None
+        ) or render_ops(step.summary)
     expected = expected_durations(op)
     fraction, eta_s = weighted_progress(steps, expected)
     if not op.is_active:

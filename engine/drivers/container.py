@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine import checktext
 from engine.compat import image, normalize, release
 from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus
 from engine.render import systemd_quote
@@ -297,30 +298,27 @@ class ContainerDriver(Driver):
 
     def preflight(
         self, spec: EngineSpec, expected_version: str
-    ) -> list[dict[str, str]]:
+    ) -> list[dict[str, Any]]:
         """The engine answers; the image is present with the expected version label;
         no other container holds this rank's NPU devices."""
-        checks: list[dict[str, str]] = []
+        checks: list[dict[str, Any]] = []
         try:
             code, out, err = self._cli("version", "--format", "{{.Server.Version}}")
         except DriverError as exc:
             code, out, err = 127, "", exc.message
         if code != 0:
             return [
-                {
-                    "name": "container engine",
-                    "status": "fail",
-                    "evidence": (err or out).strip()[:300],
-                    "fix": f"Start the {self.engine} service (systemctl start {self.engine}).",
-                }
+                checktext.check(
+                    "container_engine.down",
+                    "fail",
+                    problem=(err or out).strip()[:300],
+                    engine=self.engine,
+                )
             ]
         checks.append(
-            {
-                "name": "container engine",
-                "status": "pass",
-                "evidence": f"{self.engine} {out.strip()}",
-                "fix": "",
-            }
+            checktext.check(
+                "container_engine.ok", "pass", engine=self.engine, version=out.strip()
+            )
         )
         image = os.environ.get("CONTAINER_IMAGE") or spec.env.get(IMAGE_KEY, "")
         code, out, err = self._cli(
@@ -328,26 +326,29 @@ class ContainerDriver(Driver):
         )
         if code != 0:
             checks.append(
-                {
-                    "name": "container image",
-                    "status": "fail",
-                    "evidence": f"{image}: {(err or out).strip()[:200]}",
-                    "fix": f"{self.engine} pull {image} (or load it from the site's registry).",
-                }
+                checktext.check(
+                    "container_image.missing",
+                    "fail",
+                    image=image,
+                    problem=(err or out).strip()[:200],
+                    engine=self.engine,
+                )
             )
         else:
             labels = json.loads(out.strip() or "null") or {}
             have = str(labels.get(VERSION_LABEL, "")).lstrip("v")
             want = expected_version.lstrip("v")
             ok = bool(want) and have == want
+            outcome = "ok" if ok else "wrong" if have else "unlabelled"
             checks.append(
-                {
-                    "name": "container image",
-                    "status": "pass" if ok else "fail",
-                    "evidence": f"{image}: {VERSION_LABEL}={have or 'absent'}"
-                    + ("" if ok else f", expected {want}"),
-                    "fix": "" if ok else f"Use the image of vllm-ascend {want}.",
-                }
+                checktext.check(
+                    f"container_image.{outcome}",
+                    "pass" if ok else "fail",
+                    image=image,
+                    label=VERSION_LABEL,
+                    have=have,
+                    want=want,
+                )
             )
         wanted = {f"/dev/davinci{i}" for i in npu_indices(spec.env)}
         mine = self._name(spec)
@@ -366,15 +367,16 @@ class ContainerDriver(Driver):
                     f"{cname.lstrip('/')} holds {', '.join(sorted(held & wanted))}"
                 )
         checks.append(
-            {
-                "name": "npu devices free",
-                "status": "fail" if holders else "pass",
-                "evidence": "; ".join(holders)
-                or f"no other container holds {', '.join(sorted(wanted))}",
-                "fix": f"Stop the other container ({self.engine} stop NAME) or give this rank other NPUs."
-                if holders
-                else "",
-            }
+            checktext.check(
+                "npu_devices_free.busy",
+                "fail",
+                holders="; ".join(holders),
+                engine=self.engine,
+            )
+            if holders
+            else checktext.check(
+                "npu_devices_free.ok", "pass", devices=", ".join(sorted(wanted))
+            )
         )
         return checks
 
@@ -434,19 +436,18 @@ def render_container_unit(
 
 def node_preflight(
     node: str, expected_npus: int, target_version: str, hardware: str
-) -> list[dict[str, str]]:
+) -> list[dict[str, Any]]:
     """The container checks of a node's preflight (ENGINE_DRIVER=container): the engine
     answers, the image of ``target_version`` for ``hardware`` is present with its
     version label (or CONTAINER_IMAGE), no other container holds the node's NPUs."""
 
     if not target_version or release(target_version) is None:
         return [
-            {
-                "name": "container image",
-                "status": "fail",
-                "evidence": f"vllm-ascend {target_version or '(none)'} has no image in the release matrix",
-                "fix": "Set the profile's vllm-ascend version to a release of the matrix.",
-            }
+            checktext.check(
+                "container_image.no_release",
+                "fail",
+                version=target_version or "(none)",
+            )
         ]
     spec = EngineSpec(
         node=node,

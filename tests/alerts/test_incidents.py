@@ -125,7 +125,9 @@ def test_a_rejected_incident_does_nothing_and_the_page_shows_no_buttons_afterwar
     assert not Operation.objects.filter(cluster=ask_incident.cluster).exists()
     page = login(operator).get(f"/alerts/incidents/{ask_incident.pk}/")
     assert (
-        b'id="incident-decide"' not in page.content and b"rejected by" in page.content
+        b'id="incident-decide"' not in page.content
+        # the decision as the zh-Hans reader reads it (monitoring/opstext.py)
+        and f"由 {operator.username} 拒绝".encode() in page.content
     )
     assert (
         api(operator).post(f"/api/incidents/{ask_incident.pk}/reject/").status_code
@@ -461,7 +463,8 @@ def test_an_out_of_service_spare_shows_a_readmit_button_to_operators(
     page = login(operator).get("/")
     assert (
         f'id="readmit-{node.name}"'.encode() in page.content
-        and b"replaced by spare-1" in page.content
+        and "已被 spare-1 替换".encode()
+        in page.content  # "replaced by spare-1 …" in zh-Hans
     )
     assert f'id="readmit-{node.name}"'.encode() not in Client().get("/").content
     assert f'id="readmit-{node.name}"'.encode() not in login(viewer).get("/").content
@@ -598,8 +601,10 @@ def test_a_cannot_verify_verdict_is_not_a_pass_and_takes_the_next_remedy_or_esca
     assert "无法验证切换——这不算通过" in page  # the UI default is zh-Hans
     # the options as stated before the spare ran: each remedy, can it work here, downtime
     assert 'class="remedy-statement small"' in page
-    assert "Server model: Atlas 200T A2 Box16." in page
-    assert "2. replace_with_spare — can work here: yes; expected downtime" in page
+    assert (
+        "服务器型号：Atlas 200T A2 Box16。" in page
+    )  # "Server model: …" for a zh-Hans reader
+    assert "2. replace_with_spare — 在此可行：是；预计停机" in page
 
 
 def test_the_migration_links_each_incident_to_its_latest_operation_from_the_old_json_key(

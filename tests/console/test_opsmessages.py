@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from django.utils import translation
 
-from console.opsmessages import DECISIONS, ENGINE_STATES, MESSAGES, render, word
+from console.opsmessages import (
+    DECISIONS,
+    ENGINE_STATES,
+    MESSAGES,
+    SENTENCES,
+    prose,
+    render,
+    word,
+)
 
 
 def test_it_renders_stored_english_and_message_ids_in_the_readers_language() -> None:
@@ -35,7 +43,26 @@ def test_every_message_has_a_zh_hans_translation() -> None:
                 *MESSAGES.values(),
                 *ENGINE_STATES.values(),
                 *DECISIONS.values(),
+                *SENTENCES.values(),
             ]
             if translation.gettext(text) == text
         ]
     assert untranslated == []
+
+
+def test_it_translates_known_sentences_inside_longer_prose() -> None:
+    """A remedy's "why" is made of sentences (monitoring/opstext.py SENTENCES); the
+    known ones are translated where they stand, a citation stays as written."""
+    text = (
+        "No idle spare of the same server model (Atlas 800T A3) is available. "
+        "[hicann/hccl docs @1bb23ddbf917]"
+    )
+    with translation.override("zh-hans"):
+        assert prose(text) == (
+            "没有相同服务器型号（Atlas 800T A3）的空闲备机。[hicann/hccl docs @1bb23ddbf917]"
+        )
+        assert render(
+            "Server model: Atlas 800T A3.\n1. escalate — can work here: yes; no restart."
+        ) == ("服务器型号：Atlas 800T A3。\n1. escalate — 在此可行：是；不重启。")
+    with translation.override("en"):
+        assert prose(text) == text

@@ -11,6 +11,7 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
+from console.opschecks import check
 from console.services.inventory import node_server_model_detected
 from console.services.runbooks.base import Run
 from console.services.weights import cross_node_checks, reported_config
@@ -47,26 +48,17 @@ def npu_ip_checks(
             if (want or None) != (have or None)
         ]
         out.append(
-            {
-                "name": "npu ips match the inventory",
-                "status": "fail" if differ else "pass",
-                "evidence": "; ".join(differ[:8])
-                if differ
-                else f"{len(collected)} NPU IPs as in the inventory",
-                "fix": f"Correct {node.name}'s NPU IPs in the inventory (admin) or on the NICs (hccn_tool -i N -ip -s …)."
-                if differ
-                else "",
-            }
+            check(
+                "npu_ips_match.bad",
+                "fail",
+                problems="; ".join(differ[:8]),
+                node=node.name,
+            )
+            if differ
+            else check("npu_ips_match.ok", "pass", count=len(collected))
         )
     if not ping_targets and len(run.nodes) > 1:
-        out.append(
-            {
-                "name": "npu ping",
-                "status": "fail",
-                "evidence": "no peer NPU IPs in the inventory to ping",
-                "fix": "Fill in the NPU IPs of rank 0 (and rank 1) in the inventory.",
-            }
-        )
+        out.append(check("npu_ping.no_targets", "fail"))
     return out
 
 
@@ -85,16 +77,15 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
     down = [name for name, answer in beats.items() if isinstance(answer, Exception)]
     for name, answer in beats.items():
         table.setdefault(name, []).append(
-            {
-                "name": "agent reachable",
-                "status": "fail" if isinstance(answer, Exception) else "pass",
-                "evidence": str(answer)
-                if isinstance(answer, Exception)
-                else f"{answer['hostname']} pid {answer['pid']} ({answer['driver']})",
-                "fix": f"Start the node agent on {name}: systemctl start ascend-agent (it consumes queue node.{name})"
-                if isinstance(answer, Exception)
-                else "",
-            }
+            check("agent_reachable.down", "fail", problem=answer, node=name)
+            if isinstance(answer, Exception)
+            else check(
+                "agent_reachable.ok",
+                "pass",
+                hostname=answer["hostname"],
+                pid=answer["pid"],
+                driver=answer["driver"],
+            )
         )
     if down:
         ok = False
@@ -138,14 +129,7 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
         answer = answers[node.name]
         if isinstance(answer, Exception):
             ok = False
-            table[node.name].append(
-                {
-                    "name": "preflight",
-                    "status": "fail",
-                    "evidence": str(answer),
-                    "fix": "Check the agent log on the node.",
-                }
-            )
+            table[node.name].append(check("preflight.error", "fail", problem=answer))
             run.finish(step, str(answer)[:300], state=StepState.FAILED)
             continue
         checks = answer["checks"] + npu_ip_checks(
@@ -194,12 +178,14 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
                 if len(names) < max(len(x) for x in seen.values()):
                     for name in names:
                         table[name].append(
-                            {
-                                "name": f"{key} version",
-                                "status": "fail",
-                                "evidence": f"{key} {value} on {name}; others: {detail}",
-                                "fix": f"Install the same {key} on every node (pip install .[node] pins vllm/vllm-ascend/torch_npu).",
-                            }
+                            check(
+                                "version.differs",
+                                "fail",
+                                key=key,
+                                value=value,
+                                node=name,
+                                detail=detail,
+                            )
                         )
     # the same model files on every node, named file by file (console/services/weights.py)
     answered = {n: a for n, a in answers.items() if not isinstance(a, Exception)}
@@ -235,12 +221,7 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
         ok = False
         flat = [f"{field}: {msg}" for field, msgs in exc.errors.items() for msg in msgs]
         table.setdefault("cluster", []).append(
-            {
-                "name": "launch plan",
-                "status": "fail",
-                "evidence": " ".join(flat),
-                "fix": "Fix the profile or the inventory as the message says.",
-            }
+            check("launch_plan.bad", "fail", problems=" ".join(flat))
         )
         run.finish(
             step,
@@ -250,12 +231,11 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
         )
     else:
         table.setdefault("cluster", []).append(
-            {
-                "name": "launch plan",
-                "status": "warn" if run.plan.warnings else "pass",
-                "evidence": " ".join([run.plan.fit.detail, *run.plan.warnings]),
-                "fix": "",
-            }
+            check(
+                "launch_plan.ok",
+                "warn" if run.plan.warnings else "pass",
+                detail=" ".join([run.plan.fit.detail, *run.plan.warnings]),
+            )
         )
         run.finish(step, run.plan.fit.detail, data={"fit": run.plan.fit.to_dict()})
     run.result["preflight"] = {"ok": ok, "nodes": table}

@@ -47,7 +47,7 @@
     var st = document.createElement("td"), stBadge = document.createElement("span");
     stBadge.setAttribute("data-field", "state"); st.appendChild(stBadge); tr.appendChild(st);
     var rule = document.createElement("td"), link = document.createElement("a");
-    link.href = "/alerts/" + a.id + "/"; link.textContent = a.rule; rule.appendChild(link); tr.appendChild(rule);
+    link.href = "/alerts/" + a.id + "/"; link.textContent = consoleFormat.msg(a.rule); rule.appendChild(link); tr.appendChild(rule);
     tr.appendChild(cell(a.target));
     var v = cell(""); v.setAttribute("data-field", "value"); tr.appendChild(v);
     tr.appendChild(cell(fmtTime(a.fault_onset_at)));

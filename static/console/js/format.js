@@ -79,7 +79,7 @@
     if (ops === null) {
       var node = document.getElementById("ops-catalog");
       var raw = node ? JSON.parse(node.textContent) : { messages: [], engine: {}, kinds: {} };
-      ops = { engine: raw.engine || {}, kinds: raw.kinds || {}, opStates: raw.op_states || {}, stepStates: raw.step_states || {}, clusterStates: raw.cluster_states || {}, messages: (raw.messages || []).map(function (m) {
+      ops = { checks: raw.checks || {}, engine: raw.engine || {}, kinds: raw.kinds || {}, opStates: raw.op_states || {}, stepStates: raw.step_states || {}, clusterStates: raw.cluster_states || {}, messages: (raw.messages || []).map(function (m) {
         return [new RegExp(m[0].replace(/\(\?P</g, "(?<")), m[1]];
       }) };
     }
@@ -97,6 +97,17 @@
     }
     return text;
   }
+  // A preflight check's {name, evidence, fix} in the reader's language, by its id and
+  // params (console/opschecks.py); a check without a known id keeps its stored text.
+  function check(c) {
+    var forms = (catalog().checks || {})[c.id];
+    if (!forms) { return { name: c.name || "", evidence: c.evidence || "", fix: c.fix || "" }; }
+    var params = c.params || {};
+    function fill(form) {
+      return form.replace(/\{(\w+)\}/g, function (_, name) { return name in params ? String(params[name]) : "{" + name + "}"; });
+    }
+    return { name: fill(forms[0]), evidence: fill(forms[1]), fix: fill(forms[2]) };
+  }
   function engine(state) { return state ? (catalog().engine[state] || state) : "—"; }
   function kind(value) { return catalog().kinds[value] || value; }
   // A state code in the reader's language; `fallback` (the publisher's label) when unknown.
@@ -104,5 +115,5 @@
   function stepState(code, fallback) { return catalog().stepStates[code] || fallback || code; }
   function clusterState(code, fallback) { return catalog().clusterStates[code] || fallback || code; }
 
-  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value, duration: duration, msg: msg, engine: engine, kind: kind, opState: opState, stepState: stepState, clusterState: clusterState };
+  window.consoleFormat = { tz: tz, time: time, axisTime: axisTime, value: value, duration: duration, msg: msg, check: check, engine: engine, kind: kind, opState: opState, stepState: stepState, clusterState: clusterState };
 })();

@@ -34,7 +34,8 @@
     var badge = document.createElement("span");
     badge.className = "badge badge-" + (BADGES[c.status] || "red");
     badge.textContent = STATUS[c.status] || c.status;
-    [c.name, badge, c.evidence, c.fix].forEach(function (v) {
+    var t = consoleFormat.check(c);
+    [t.name, badge, t.evidence, t.fix].forEach(function (v) {
       var td = document.createElement("td");
       if (typeof v === "string" || v == null) { td.textContent = v || ""; } else { td.appendChild(v); }
       tr.appendChild(td);
@@ -72,7 +73,12 @@
     text(badge, consoleFormat.stepState(step.state, step.state_label));
     text(row.querySelector(".step-name"), consoleFormat.msg(step.name));
     text(row.querySelector(".step-elapsed"), step.elapsed_s != null ? consoleFormat.duration(step.elapsed_s) : "");
-    text(row.querySelector(".step-summary"), step.summary);
+    // a failed preflight step names its failing checks: rebuilt in the reader's language
+    var failed = step.state === "failed" ? ((step.data || {}).checks || []).filter(function (c) { return c.status === "fail"; }) : [];
+    text(row.querySelector(".step-summary"), failed.length ? failed.map(function (c) {
+      var t = consoleFormat.check(c);
+      return t.name + ": " + t.evidence;
+    }).join("; ") : consoleFormat.msg(step.summary));
     var bar = row.querySelector(".step-progress");
     if (step.progress && step.progress[1]) {
       bar.hidden = false;
