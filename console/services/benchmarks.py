@@ -232,8 +232,11 @@ def benchmark_compare(a: BenchmarkRun, b: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def benchmark_set_baseline(run: BenchmarkRun, *, actor: Any = None) -> BenchmarkRun:
-    """Make ``run`` its cluster's baseline (one per cluster), audited."""
+def benchmark_set_baseline(
+    run: BenchmarkRun, *, actor: Any = None, request: Any = None
+) -> BenchmarkRun:
+    """Make ``run`` its cluster's baseline (one per cluster), audited (with the request's
+    address and id when a page or the API asks)."""
     with transaction.atomic():
         BenchmarkRun.objects.filter(cluster=run.cluster, is_baseline=True).update(
             is_baseline=False
@@ -243,6 +246,7 @@ def benchmark_set_baseline(run: BenchmarkRun, *, actor: Any = None) -> Benchmark
         audit_record(
             action="benchmark.baseline",
             actor=actor,
+            request=request,
             target=run,
             target_repr=f"benchmark #{run.pk}",
         )
