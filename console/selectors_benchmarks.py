@@ -22,6 +22,12 @@ LIST_MAX = 200  # newest runs on the page (the REST list's cap too)
 EXPORT_MAX = 5000  # runs in one export file
 IDS_MAX = 50  # runs a user can tick for one chart
 METRICS = ("ttft", "tpot", "itl", "e2el")
+SLUG = re.compile(
+    r"[-\w]{1,120}", re.ASCII
+)  # cluster names are slugs (/clusters/<slug:name>/)
+CONTROL = re.compile(
+    r"[\x00-\x1f\x7f]"
+)  # NUL and friends: PostgreSQL refuses NUL in text
 
 
 class FilterError(ValueError):
@@ -56,7 +62,9 @@ class BenchFilter:
 def benchmark_filter(params: Any) -> BenchFilter:
     """Parse ``?cluster=NAME&sweep=ID&ids=1,2,3``. Raises FilterError naming the field."""
     cluster = (params.get("cluster") or "").strip()
-    if cluster and not Cluster.objects.filter(name=cluster).exists():
+    if cluster and (
+        not SLUG.fullmatch(cluster) or not Cluster.objects.filter(name=cluster).exists()
+    ):
         names = ", ".join(
             Cluster.objects.order_by("name").values_list("name", flat=True)
         )
@@ -67,8 +75,10 @@ def benchmark_filter(params: Any) -> BenchFilter:
             ),
         )
     sweep = (params.get("sweep") or "").strip()
-    if len(sweep) > 40:
-        raise FilterError("sweep", _("a sweep id has at most 40 characters"))
+    if len(sweep) > 40 or CONTROL.search(sweep):
+        raise FilterError(
+            "sweep", _("a sweep id: at most 40 characters, no control characters")
+        )
     # ids=3,4,7 in a link; ids=3&ids=4 from the list's checkboxes
     getlist = getattr(params, "getlist", None)
     raw_ids = ",".join(getlist("ids") if getlist else [params.get("ids") or ""]).strip()
