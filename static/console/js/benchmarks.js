@@ -50,13 +50,14 @@
       series: [{ label: xName, value: function (u, v) { return v === null || v === undefined ? "—" : xFmt(v); } }].concat(ys),
       axes: [
         { label: xName, values: function (u, splits) { return splits.map(xFmt); } },
-        // latency ticks carry their unit (ms below a second, s above); throughput ticks are plain
-        { label: yUnit === "ms" ? gettext("latency") : yUnit, size: 70,
-          values: function (u, splits) { return splits.map(function (v) { return consoleFormat.value(v, yUnit === "ms" ? "ms" : ""); }); } }
+        // plain ticks in the axis' unit (a close range of ms would round to repeated whole ms)
+        { label: yUnit, size: 70, values: function (u, splits) { return splits.map(function (v) { return consoleFormat.value(v, ""); }); } }
       ],
       legend: { show: true },
       cursor: { drag: { x: false, y: false } }
     };
+    // the legend shows the highest-load point until the pointer picks another (after the first draw)
+    opts.hooks = { ready: [function (u) { u.setLegend({ idx: points - 1 }); }] };
     new window.uPlot(opts, cols, holder);
   }
 
