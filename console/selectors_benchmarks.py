@@ -197,12 +197,10 @@ def figure_sections(run: BenchmarkRun) -> list[dict[str, Any]]:
     for metric in METRICS:
         rows = []
         for key, value in _latency_items(run.latency_ms, metric):
-            stat = key.split("_", 1)[0]
-            name = STAT_LABELS.get(stat, stat.upper())
             rows.append(
                 {
                     "key": key,
-                    "label": f"{name} {metric.upper()}",
+                    "label": figure_label(key),
                     "value": value,
                     "unit": "ms",
                 }
@@ -210,6 +208,30 @@ def figure_sections(run: BenchmarkRun) -> list[dict[str, Any]]:
         if rows:
             sections.append({"title": METRIC_HEADERS[metric], "rows": rows})
     return sections
+
+
+def figure_label(key: str) -> str:
+    """A figure's name in the reader's language: "P99 TTFT", "Output token throughput"."""
+    for name, label, _unit in FIGURES:
+        if name == key:
+            return str(label)
+    m = bench.LATENCY_KEY.match(key)
+    if m is None:
+        return key
+    stat = m.group(1)
+    return f"{STAT_LABELS.get(stat, stat.upper())} {m.group(2).upper()}"
+
+
+def labelled(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compare rows (engine.bench.compare) with their ``label`` and display ``unit``."""
+    for row in rows:
+        row["label"] = figure_label(row["name"])
+        row["unit"] = (
+            "ms"
+            if row["name"].endswith("_ms")
+            else ("req/s" if row["name"] == "request_throughput" else "tok/s")
+        )
+    return rows
 
 
 def _latency_items(latency: dict[str, float], metric: str) -> list[tuple[str, float]]:
@@ -246,7 +268,7 @@ def chart_data(runs: list[BenchmarkRun]) -> dict[str, Any]:
     p99 E2E latency, points by that latency. Points without an x are left off and named.
     """
     by_conc = all(r.max_concurrency is not None for r in runs)
-    xs = [(r, float(r.max_concurrency) if by_conc else r.request_rate) for r in runs]
+    xs = [(r, run_load(r) if by_conc else r.request_rate) for r in runs]
     charted = sorted(
         ((r, x) for r, x in xs if x is not None), key=lambda p: (p[1], p[0].pk)
     )

@@ -263,10 +263,25 @@ def baseline_of(run: BenchmarkRun) -> BenchmarkRun | None:
     )
 
 
+def same_shape(a: BenchmarkRun, b: BenchmarkRun) -> bool:
+    """Whether two runs loaded the engine alike (concurrency, rate, input and output length):
+    only then is a change in their figures a regression (a sweep's concurrency-1 point is
+    not slower than a concurrency-8 baseline)."""
+    return (a.max_concurrency, a.request_rate, a.input_len, a.output_len) == (
+        b.max_concurrency,
+        b.request_rate,
+        b.input_len,
+        b.output_len,
+    )
+
+
 def verdict_of(run: BenchmarkRun) -> dict[str, Any]:
-    """Pass/fail: every target check passes and nothing regressed against the baseline."""
+    """Pass/fail: every target check passes and nothing regressed against the baseline
+    (compared only when the baseline ran at the same shape)."""
     checks = target_checks(run)
     base = baseline_of(run)
+    if base is not None and not same_shape(base, run):
+        base = None
     comparison = benchmark_compare(base, run) if base is not None else None
     regressed = bool(comparison and comparison["regressed"])
     return {

@@ -23,6 +23,7 @@ from console.services.benchmarks import (
     baseline_of,
     benchmark_compare,
     benchmark_set_baseline,
+    same_shape,
     verdict_of,
 )
 
@@ -82,6 +83,12 @@ def benchmark_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(pk)
     verdict = verdict_of(run)
     base = baseline_of(run)
+    comparable = base is not None and same_shape(base, run)
+    comparison = (
+        benchmark_compare(base, run) if base is not None and comparable else None
+    )
+    if comparison is not None:
+        comparison["figures"] = sel.labelled(comparison["figures"])
     return render(
         request,
         "console/benchmarks/detail.html",
@@ -91,7 +98,8 @@ def benchmark_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
             "sections": sel.figure_sections(run),
             "vllm_text": sel.vllm_text(run),
             "baseline": base,
-            "comparison": benchmark_compare(base, run) if base is not None else None,
+            "comparable": comparable,
+            "comparison": comparison,
             "versions": sorted(run.engine_versions.items()),
             "can_mark": has_role(request.user, "operator") and run.cluster_id,
         },
@@ -194,6 +202,7 @@ def benchmark_compare_view(request: HttpRequest) -> HttpResponse:
     except sel.FilterError as err:
         return _bad(request, err)
     data = benchmark_compare(a, b)
+    data["figures"] = sel.labelled(data["figures"])
     return render(
         request,
         "console/benchmarks/compare.html",

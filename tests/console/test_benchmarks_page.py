@@ -330,3 +330,17 @@ def test_it_speaks_chinese_by_default(cluster: Cluster, viewer: Any) -> None:
     assert "基准测试" in listing and "已验收" in listing
     detail = client.get(f"/benchmarks/{run.pk}/").content.decode()
     assert "输出 token 吞吐量" in detail and "余量" in detail
+
+
+def test_a_sweep_point_at_another_shape_is_not_judged_against_the_baseline(
+    cluster: Cluster, viewer: Any
+) -> None:
+    points = make_sweep(cluster)
+    base = next(p for p in points if p.max_concurrency == 8)
+    call_command("bench", "baseline", str(base.pk))
+    low = next(p for p in points if p.max_concurrency == 1)
+    body = get(login(viewer), f"/benchmarks/{low.pk}/").content.decode()
+    assert 'id="other-shape"' in body and 'data-verdict="none"' in body
+    listing = get(login(viewer), "/benchmarks/").content.decode()
+    sweep_row = listing.split('class="sweep-row"')[1].split("</tr>")[0]
+    assert 'data-verdict="accepted"' in sweep_row  # its concurrency-8 point passes
