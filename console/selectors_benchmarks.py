@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from console.models import BenchmarkRun, Cluster
-from console.services.benchmarks import run_to_dict, verdict_of
+from console.services.benchmarks import baselines_by_cluster, run_to_dict, verdict_of
 from engine import bench
 
 LIST_MAX = 200  # newest runs on the page (the REST list's cap too)
@@ -110,14 +110,23 @@ def benchmark_get(pk: int) -> BenchmarkRun | None:
     return BenchmarkRun.objects.select_related("cluster__profile").filter(pk=pk).first()
 
 
-def benchmark_row(run: BenchmarkRun) -> dict[str, Any]:
-    verdict = verdict_of(run)
+def benchmark_row(
+    run: BenchmarkRun, baselines: dict[int, BenchmarkRun] | None = None
+) -> dict[str, Any]:
+    """One run's list row: the run, its verdict, its p99 TTFT and E2EL."""
+    verdict = verdict_of(run, baselines=baselines)
     return {
         "run": run,
         "verdict": verdict,
         "p99_ttft_ms": run.latency_ms.get("p99_ttft_ms"),
         "p99_e2el_ms": run.latency_ms.get("p99_e2el_ms"),
     }
+
+
+def benchmark_rows_flat(runs: list[BenchmarkRun]) -> list[dict[str, Any]]:
+    """Rows of the given runs in their order (the sweep page's table)."""
+    baselines = baselines_by_cluster({r.cluster_id for r in runs if r.cluster_id})
+    return [benchmark_row(r, baselines) for r in runs]
 
 
 def benchmark_rows(runs: list[BenchmarkRun]) -> list[dict[str, Any]]:
@@ -128,8 +137,9 @@ def benchmark_rows(runs: list[BenchmarkRun]) -> list[dict[str, Any]]:
     """
     items: list[dict[str, Any]] = []
     by_sweep: dict[str, dict[str, Any]] = {}
+    baselines = baselines_by_cluster({r.cluster_id for r in runs if r.cluster_id})
     for run in runs:
-        row = benchmark_row(run)
+        row = benchmark_row(run, baselines)
         if not run.sweep:
             items.append({"sweep": "", "rows": [row], "run": run})
             continue

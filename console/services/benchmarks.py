@@ -263,6 +263,12 @@ def baseline_of(run: BenchmarkRun) -> BenchmarkRun | None:
     )
 
 
+def baselines_by_cluster(cluster_ids: set[int]) -> dict[int, BenchmarkRun]:
+    """Each cluster's baseline run, in one query."""
+    runs = BenchmarkRun.objects.filter(cluster_id__in=cluster_ids, is_baseline=True)
+    return {r.cluster_id: r for r in runs.select_related("cluster__profile")}
+
+
 def same_shape(a: BenchmarkRun, b: BenchmarkRun) -> bool:
     """Whether two runs loaded the engine alike (concurrency, rate, input and output length):
     only then is a change in their figures a regression (a sweep's concurrency-1 point is
@@ -275,11 +281,18 @@ def same_shape(a: BenchmarkRun, b: BenchmarkRun) -> bool:
     )
 
 
-def verdict_of(run: BenchmarkRun) -> dict[str, Any]:
+def verdict_of(
+    run: BenchmarkRun, *, baselines: dict[int, BenchmarkRun] | None = None
+) -> dict[str, Any]:
     """Pass/fail: every target check passes and nothing regressed against the baseline
-    (compared only when the baseline ran at the same shape)."""
+    (compared only when the baseline ran at the same shape). ``baselines`` ({cluster id:
+    baseline run}, from ``baselines_by_cluster``) spares a query per run on a list."""
     checks = target_checks(run)
-    base = baseline_of(run)
+    if baselines is None:
+        base = baseline_of(run)
+    else:
+        found = baselines.get(run.cluster_id) if run.cluster_id else None
+        base = found if found is not None and found.pk != run.pk else None
     if base is not None and not same_shape(base, run):
         base = None
     comparison = benchmark_compare(base, run) if base is not None else None

@@ -344,3 +344,17 @@ def test_a_sweep_point_at_another_shape_is_not_judged_against_the_baseline(
     listing = get(login(viewer), "/benchmarks/").content.decode()
     sweep_row = listing.split('class="sweep-row"')[1].split("</tr>")[0]
     assert 'data-verdict="accepted"' in sweep_row  # its concurrency-8 point passes
+
+
+def test_the_list_costs_a_fixed_number_of_queries(
+    cluster: Cluster, viewer: Any, django_assert_max_num_queries: Any
+) -> None:
+    make_sweep(cluster)
+    base = make_run(cluster, minutes=20)
+    call_command("bench", "baseline", str(base.pk))
+    for i in range(12):
+        make_run(cluster, minutes=30 + i, output_throughput=380.0 + i)
+    client = login(viewer)
+    with django_assert_max_num_queries(12):  # session, user, role, runs, baselines, …
+        body = get(client, "/benchmarks/").content.decode()
+    assert body.count("regressed") >= 1 and body.count('class="bench-run') == 16
