@@ -266,7 +266,11 @@ def baseline_of(run: BenchmarkRun) -> BenchmarkRun | None:
 def baselines_by_cluster(cluster_ids: set[int]) -> dict[int, BenchmarkRun]:
     """Each cluster's baseline run, in one query."""
     runs = BenchmarkRun.objects.filter(cluster_id__in=cluster_ids, is_baseline=True)
-    return {r.cluster_id: r for r in runs.select_related("cluster__profile")}
+    return {
+        r.cluster_id: r
+        for r in runs.select_related("cluster__profile")
+        if r.cluster_id is not None
+    }
 
 
 def same_shape(a: BenchmarkRun, b: BenchmarkRun) -> bool:
