@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from console.models import BenchmarkRun, Cluster
+from console.models import BenchmarkRun, Cluster, Operation
 from console.services.benchmarks import baselines_by_cluster, run_to_dict, verdict_of
 from engine import bench
 
@@ -104,6 +104,13 @@ def benchmark_list(flt: BenchFilter) -> QuerySet[BenchmarkRun]:
     if flt.ids:
         runs = runs.filter(pk__in=flt.ids)
     return runs.order_by("-date", "-pk")
+
+
+def sweep_operation(sweep: str) -> Operation | None:
+    """The benchmark operation that ran a sweep (its runs are stored as sweep ``op<id>``
+    by console/services/runbooks/bench.py); None for imported sweeps."""
+    m = re.fullmatch(r"op(\d{1,9})", sweep)
+    return Operation.objects.filter(pk=int(m.group(1))).first() if m else None
 
 
 def benchmark_get(pk: int) -> BenchmarkRun | None:

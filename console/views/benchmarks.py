@@ -151,6 +151,7 @@ def benchmark_sweep_view(request: HttpRequest) -> HttpResponse:
         "console/benchmarks/sweep.html",
         {
             "filter": flt,
+            "operation": sel.sweep_operation(flt.sweep),
             "rows": sel.benchmark_rows_flat(points),
             "chart": sel.chart_data(runs),
             "vendor_ok": _vendor_ok(),

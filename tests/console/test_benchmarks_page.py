@@ -358,3 +358,16 @@ def test_the_list_costs_a_fixed_number_of_queries(
     with django_assert_max_num_queries(12):  # session, user, role, runs, baselines, …
         body = get(client, "/benchmarks/").content.decode()
     assert body.count("regressed") >= 1 and body.count('class="bench-run') == 16
+
+
+def test_a_sweep_the_console_ran_links_its_operation(
+    cluster: Cluster, viewer: Any
+) -> None:
+    from console.models import Operation
+
+    op = Operation.objects.create(cluster=cluster, kind="benchmark", state="succeeded")
+    make_sweep(cluster, sweep=f"op{op.pk}")
+    BenchmarkRun.objects.update(source="run")
+    body = get(login(viewer), f"/benchmarks/sweep/?sweep=op{op.pk}").content.decode()
+    assert f'id="sweep-operation" href="/operations/{op.pk}/"' in body
+    assert "run by the console" in body
