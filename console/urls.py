@@ -5,7 +5,21 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.i18n import JavaScriptCatalog
 
-from console.views import account, dashboard, evidence, operations
+from console.views import account, benchmarks, dashboard, evidence, operations
+
+benchmark_patterns = [
+    path("", benchmarks.benchmark_list_view, name="benchmarks"),
+    path("<int:pk>/", benchmarks.benchmark_detail_view, name="benchmark-detail"),
+    path(
+        "<int:pk>/baseline/",
+        benchmarks.benchmark_baseline_view,
+        name="benchmark-baseline",
+    ),
+    path("sweep/", benchmarks.benchmark_sweep_view, name="benchmark-sweep"),
+    path("compare/", benchmarks.benchmark_compare_view, name="benchmark-compare"),
+    path("export.json", benchmarks.benchmark_export_json, name="benchmark-export-json"),
+    path("export.csv", benchmarks.benchmark_export_csv, name="benchmark-export-csv"),
+]
 
 urlpatterns = [
     path("", dashboard.overview, name="overview"),
@@ -39,6 +53,7 @@ urlpatterns = [
         evidence.evidence_download,
         name="evidence-download",
     ),
+    path("benchmarks/", include(benchmark_patterns)),
     path("operations/", operations.operation_list, name="operation-list"),
     path("operations/<int:pk>/", operations.operation_detail, name="operation-detail"),
     path(

@@ -232,8 +232,11 @@ def benchmark_compare(a: BenchmarkRun, b: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def benchmark_set_baseline(run: BenchmarkRun, *, actor: Any = None) -> BenchmarkRun:
-    """Make ``run`` its cluster's baseline (one per cluster), audited."""
+def benchmark_set_baseline(
+    run: BenchmarkRun, *, actor: Any = None, request: Any = None
+) -> BenchmarkRun:
+    """Make ``run`` its cluster's baseline (one per cluster), audited (with the request's
+    address and id when a page or the API asks)."""
     with transaction.atomic():
         BenchmarkRun.objects.filter(cluster=run.cluster, is_baseline=True).update(
             is_baseline=False
@@ -243,6 +246,7 @@ def benchmark_set_baseline(run: BenchmarkRun, *, actor: Any = None) -> Benchmark
         audit_record(
             action="benchmark.baseline",
             actor=actor,
+            request=request,
             target=run,
             target_repr=f"benchmark #{run.pk}",
         )
@@ -259,10 +263,42 @@ def baseline_of(run: BenchmarkRun) -> BenchmarkRun | None:
     )
 
 
-def verdict_of(run: BenchmarkRun) -> dict[str, Any]:
-    """Pass/fail: every target check passes and nothing regressed against the baseline."""
+def baselines_by_cluster(cluster_ids: set[int]) -> dict[int, BenchmarkRun]:
+    """Each cluster's baseline run, in one query."""
+    runs = BenchmarkRun.objects.filter(cluster_id__in=cluster_ids, is_baseline=True)
+    return {
+        r.cluster_id: r
+        for r in runs.select_related("cluster__profile")
+        if r.cluster_id is not None
+    }
+
+
+def same_shape(a: BenchmarkRun, b: BenchmarkRun) -> bool:
+    """Whether two runs loaded the engine alike (concurrency, rate, input and output length):
+    only then is a change in their figures a regression (a sweep's concurrency-1 point is
+    not slower than a concurrency-8 baseline)."""
+    return (a.max_concurrency, a.request_rate, a.input_len, a.output_len) == (
+        b.max_concurrency,
+        b.request_rate,
+        b.input_len,
+        b.output_len,
+    )
+
+
+def verdict_of(
+    run: BenchmarkRun, *, baselines: dict[int, BenchmarkRun] | None = None
+) -> dict[str, Any]:
+    """Pass/fail: every target check passes and nothing regressed against the baseline
+    (compared only when the baseline ran at the same shape). ``baselines`` ({cluster id:
+    baseline run}, from ``baselines_by_cluster``) spares a query per run on a list."""
     checks = target_checks(run)
-    base = baseline_of(run)
+    if baselines is None:
+        base = baseline_of(run)
+    else:
+        found = baselines.get(run.cluster_id) if run.cluster_id else None
+        base = found if found is not None and found.pk != run.pk else None
+    if base is not None and not same_shape(base, run):
+        base = None
     comparison = benchmark_compare(base, run) if base is not None else None
     regressed = bool(comparison and comparison["regressed"])
     return {

@@ -68,6 +68,16 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "alert-rule-preview": ("GET", (R, 403, 403, 400)),
     "node-detail": ("GET", (R, 200, 200, 200)),
     "alert-rule-edit": ("GET", (R, 403, 403, 200)),
+    # benchmark pages: readable by every role; the fixture has no benchmark run (404)
+    "benchmarks": ("GET", (R, 200, 200, 200)),
+    "benchmark-detail": ("GET", (R, 404, 404, 404)),
+    # marking a baseline is an operator's; the run does not exist
+    "benchmark-baseline": ("POST", (R, 403, 404, 404)),
+    # no sweep or ids / no a and b: 400 naming the field
+    "benchmark-sweep": ("GET", (R, 400, 400, 400)),
+    "benchmark-compare": ("GET", (R, 400, 400, 400)),
+    "benchmark-export-json": ("GET", (R, 200, 200, 200)),
+    "benchmark-export-csv": ("GET", (R, 200, 200, 200)),
     # --- REST API (anonymous -> 401, token auth advertises WWW-Authenticate) ---
     "api-schema": ("GET", (200, 200, 200, 200)),
     "api-docs": ("GET", (200, 200, 200, 200)),

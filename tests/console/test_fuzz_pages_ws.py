@@ -53,6 +53,10 @@ PARAMS = st.sampled_from(
         "kind",
         "q",
         "user",
+        "sweep",
+        "ids",
+        "a",
+        "b",
     ]
 )
 FIELDS = st.sampled_from(
@@ -97,6 +101,8 @@ PAGES = [
     "/alerts/rules/{rule}/edit", "/monitoring/", "/monitoring/clusters/{cid}/",
     "/monitoring/clusters/{cid}/series", "/playground/", "/apikeys/", "/accounts/token/",
     "/api/clusters/", "/api/audit/", "/api/telemetry/range/", "/healthz",
+    "/benchmarks/", "/benchmarks/sweep/", "/benchmarks/compare/",
+    "/benchmarks/export.json", "/benchmarks/export.csv",
 ]  # fmt: skip
 FORMS = [
     "/clusters/{c}/operations/", "/clusters/{c}/maintenance/", "/operations/{op}/cancel/",

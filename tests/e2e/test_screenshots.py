@@ -15,9 +15,11 @@ from django.utils import timezone
 
 from console.models import Cluster, Node, Operation
 from console.models.operations import OperationStep
+from console.services.benchmarks import benchmark_set_baseline
 from console.services.inventory import demo_seed
 from monitoring.alerts.services import alert_rules_seed
 from tests.alerts.helpers import ingest
+from tests.console.test_benchmarks_page import make_run, make_sweep
 from tests.e2e.test_dashboard import (
     ARTIFACTS,
     browser_login,
@@ -66,6 +68,9 @@ def test_every_main_page_renders_in_both_languages() -> None:
         },
     )
     make_user("shot", "admin")
+    sweep = make_sweep(cluster)
+    benchmark_set_baseline(sweep[2])
+    later = make_run(cluster, minutes=30, output_throughput=395.0)
     pages = {
         "overview": "/",
         "cluster": f"/clusters/{cluster.name}/",
@@ -79,6 +84,10 @@ def test_every_main_page_renders_in_both_languages() -> None:
         "playground": "/playground/",
         "apikeys": "/apikeys/",
         "token": "/accounts/token/",
+        "benchmarks": "/benchmarks/",
+        "benchmark": f"/benchmarks/{later.pk}/",
+        "benchmark-sweep": "/benchmarks/sweep/?sweep=sw-1",
+        "benchmark-compare": f"/benchmarks/compare/?a={sweep[2].pk}&b={later.pk}",
     }
     with ExitStack() as stack:
         base = stack.enter_context(uvicorn_server())
