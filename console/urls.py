@@ -5,10 +5,18 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.i18n import JavaScriptCatalog
 
-from console.views import account, benchmarks, dashboard, evidence, operations
+from console.views import (
+    account,
+    benchmark_run,
+    benchmarks,
+    dashboard,
+    evidence,
+    operations,
+)
 
 benchmark_patterns = [
     path("", benchmarks.benchmark_list_view, name="benchmarks"),
+    path("run/", benchmark_run.benchmark_run_view, name="benchmark-run"),
     path("<int:pk>/", benchmarks.benchmark_detail_view, name="benchmark-detail"),
     path(
         "<int:pk>/baseline/",

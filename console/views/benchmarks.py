@@ -1,7 +1,7 @@
 """Benchmarks pages: results newest first, one run, sweep charts, two runs compared, exports.
 
-Starting a run is another page's business; these pages read results (console.selectors_benchmarks)
-and mark a baseline through the audited service.
+These pages read results (console.selectors_benchmarks) and mark a baseline through the
+audited service; the list also carries the form that starts a run (console.views.benchmark_run).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from console import selectors_benchmarks as sel
-from console.models import BenchmarkRun, Cluster
+from console.models import BenchmarkRun, Cluster, ClusterState
 from console.permissions import has_role, role_required
 from console.services.benchmarks import (
     baseline_of,
@@ -26,6 +26,8 @@ from console.services.benchmarks import (
     same_shape,
     verdict_of,
 )
+
+SERVING_STATES = (ClusterState.RUNNING, ClusterState.DEGRADED)
 
 
 def _bad(request: HttpRequest, err: sel.FilterError) -> HttpResponse:
@@ -52,6 +54,17 @@ def benchmark_list_view(request: HttpRequest) -> HttpResponse:
         flt = sel.benchmark_filter(request.GET)
     except sel.FilterError as err:
         return _bad(request, err)
+    return list_page(request, flt)
+
+
+def list_page(
+    request: HttpRequest,
+    flt: sel.BenchFilter,
+    *,
+    run_form: dict[str, str] | None = None,
+    run_errors: dict[str, str] | None = None,
+) -> HttpResponse:
+    """The list, with the run form (a refused run: its values and the field at fault, 400)."""
     runs = list(sel.benchmark_list(flt)[: sel.LIST_MAX + 1])
     more = len(runs) > sel.LIST_MAX
     runs = runs[: sel.LIST_MAX]
@@ -65,7 +78,15 @@ def benchmark_list_view(request: HttpRequest) -> HttpResponse:
             "list_max": sel.LIST_MAX,
             "filter": flt,
             "clusters": Cluster.objects.order_by("name").values_list("name", flat=True),
+            "serving": Cluster.objects.filter(state__in=SERVING_STATES)
+            .order_by("name")
+            .values_list("name", flat=True),
+            "can_run": has_role(request.user, "operator"),
+            "run_form": run_form
+            or {"concurrency": "1,8,32", "num_prompts": "", "label": ""},
+            "run_errors": run_errors or {},
         },
+        status=400 if run_errors else 200,
     )
 
 

@@ -70,6 +70,7 @@ EXPECT: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "alert-rule-edit": ("GET", (R, 403, 403, 200)),
     # benchmark pages: readable by every role; the fixture has no benchmark run (404)
     "benchmarks": ("GET", (R, 200, 200, 200)),
+    "benchmark-run": ("POST", (R, 403, 404, 404)),  # no cluster named
     "benchmark-detail": ("GET", (R, 404, 404, 404)),
     # marking a baseline is an operator's; the run does not exist
     "benchmark-baseline": ("POST", (R, 403, 404, 404)),

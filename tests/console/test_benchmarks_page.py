@@ -371,3 +371,45 @@ def test_a_sweep_the_console_ran_links_its_operation(
     body = get(login(viewer), f"/benchmarks/sweep/?sweep=op{op.pk}").content.decode()
     assert f'id="sweep-operation" href="/operations/{op.pk}/"' in body
     assert "run by the console" in body
+
+
+def test_the_run_form_starts_a_benchmark_operation_or_names_the_bad_field(
+    operator: Any, viewer: Any
+) -> None:
+    from console.models import ClusterState, Operation
+
+    cluster = make_cluster("bench-form", nodes=1)
+    page = login(operator).get("/benchmarks/").content.decode()
+    assert 'id="bench-run-none"' in page  # nothing serving: no form, the reason
+    Cluster.objects.filter(pk=cluster.pk).update(state=ClusterState.RUNNING)
+    page = login(operator).get("/benchmarks/").content.decode()
+    assert 'action="/benchmarks/run/"' in page
+    assert 'id="bench-run"' not in login(viewer).get("/benchmarks/").content.decode()
+    assert (
+        login(viewer)
+        .post("/benchmarks/run/", {"cluster": cluster.name, "concurrency": "1"})
+        .status_code
+        == 403
+    )
+
+    bad = login(operator).post(
+        "/benchmarks/run/",
+        {"cluster": cluster.name, "concurrency": "1,eight", "input_len": "64"},
+    )
+    assert bad.status_code == 400
+    assert set(bad.context["run_errors"]) == {"concurrency"}
+    assert bad.context["run_form"]["input_len"] == "64"  # what was typed stays
+    assert 'data-field="concurrency"' in bad.content.decode()
+    assert not Operation.objects.filter(kind="benchmark").exists()
+
+    ok = login(operator).post(
+        "/benchmarks/run/",
+        {"cluster": cluster.name, "concurrency": "1,8", "output_len": "32"},
+    )
+    op = Operation.objects.get(kind="benchmark")
+    assert ok.status_code == 302 and ok["Location"] == f"/operations/{op.pk}/"
+    assert [p["max_concurrency"] for p in op.params["bench"]["points"]] == [1, 8]
+    assert {p["output_len"] for p in op.params["bench"]["points"]} == {32}
+    assert AuditEvent.objects.filter(
+        action__startswith="operation", actor=operator
+    ).exists()
