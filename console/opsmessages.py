@@ -53,6 +53,11 @@ MESSAGES: dict[str, str] = {
     "step.weights_sha256": _lazy("sha256 of the model files on {node}"),
     "step.weights_compare": _lazy("Compare sha256 across nodes"),
     "step.bench_point": _lazy("Benchmark at {point} on {node}"),
+    # a sweep point (console.services.bench_runs.point_name), inside the step name
+    "bench.point_both": _lazy("concurrency {concurrency}, {rate} req/s"),
+    "bench.point_concurrency": _lazy("concurrency {concurrency}"),
+    "bench.point_rate": _lazy("{rate} req/s"),
+    "bench.point_at_once": _lazy("all at once"),
     "step.bench_targets": _lazy("Check the results against the profile's targets"),
     "step.verify_switch": _lazy(
         "Verify the switch on {node}: HCCS counters still, RoCE counters growing"

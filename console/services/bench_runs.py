@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from engine.messages import (
     BENCH_LABEL_RE,
     BENCH_MAX_CONCURRENCY,
@@ -42,24 +44,35 @@ def _numbers(field: str, raw: Any, kind: type, low: float, high: float) -> list[
             value = kind(str(item).strip()) if isinstance(item, str) else item
         except ValueError:
             raise BenchRequestInvalid(
-                field, f"{item!r} is not a number; e.g. 1,8,32"
+                field, _("{item!r} is not a number; e.g. 1,8,32").format(item=item)
             ) from None
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise BenchRequestInvalid(field, f"{item!r} is not a number; e.g. 1,8,32")
+            raise BenchRequestInvalid(
+                field, _("{item!r} is not a number; e.g. 1,8,32").format(item=item)
+            )
         if kind is int and value != int(value):
-            raise BenchRequestInvalid(field, f"{item!r} is not a whole number")
+            raise BenchRequestInvalid(
+                field, _("{item!r} is not a whole number").format(item=item)
+            )
         if not math.isfinite(value) or not low <= value <= high:
-            raise BenchRequestInvalid(field, f"{item!r} must be {low:g}..{high:g}")
+            raise BenchRequestInvalid(
+                field,
+                _("{item!r} must be {low:g}..{high:g}").format(
+                    item=item, low=low, high=high
+                ),
+            )
         out.append(kind(value))
     if len(out) > MAX_POINTS:
-        raise BenchRequestInvalid(field, f"at most {MAX_POINTS} points in one sweep")
+        raise BenchRequestInvalid(
+            field, _("at most {n} points in one sweep").format(n=MAX_POINTS)
+        )
     return out
 
 
 def _one(field: str, raw: Any, kind: type, low: float, high: float) -> Any:
     values = _numbers(field, raw, kind, low, high)
     if len(values) > 1:
-        raise BenchRequestInvalid(field, "one value (sweep concurrency or rate)")
+        raise BenchRequestInvalid(field, _("one value (sweep concurrency or rate)"))
     return values[0] if values else None
 
 
@@ -78,18 +91,24 @@ def parse_goodput(raw: Any) -> dict[str, float]:
             ]
         except ValueError:
             raise BenchRequestInvalid(
-                "goodput", f"{raw!r}: KEY:MS pairs, e.g. ttft:800 tpot:50"
+                "goodput",
+                _("{raw!r}: KEY:MS pairs, e.g. ttft:800 tpot:50").format(raw=raw),
             ) from None
     else:
-        raise BenchRequestInvalid("goodput", "KEY:MS pairs, e.g. ttft:800 tpot:50")
+        raise BenchRequestInvalid("goodput", _("KEY:MS pairs, e.g. ttft:800 tpot:50"))
     out: dict[str, float] = {}
     for name, ms in pairs:
         if name not in GOODPUT_NAMES:
             raise BenchRequestInvalid(
-                "goodput", f"{name!r}: use {', '.join(GOODPUT_NAMES)}"
+                "goodput",
+                _("{name!r}: use {names}").format(
+                    name=name, names=", ".join(GOODPUT_NAMES)
+                ),
             )
         if isinstance(ms, bool) or not isinstance(ms, int | float) or not 0 < ms:
-            raise BenchRequestInvalid("goodput", f"{name}: a number of ms above 0")
+            raise BenchRequestInvalid(
+                "goodput", _("{name}: a number of ms above 0").format(name=name)
+            )
         out[name] = float(ms)
     return out
 
@@ -106,11 +125,11 @@ def bench_request(
     rates = _numbers("request_rate", raw.get("request_rate"), float, 1e-3, 1e6)
     if len(concurrency) > 1 and len(rates) > 1:
         raise BenchRequestInvalid(
-            "request_rate", "sweep concurrency or request rate, not both"
+            "request_rate", _("sweep concurrency or request rate, not both")
         )
     if not concurrency and not rates:
         raise BenchRequestInvalid(
-            "concurrency", "give concurrency (e.g. 1,8,32) or a request rate"
+            "concurrency", _("give concurrency (e.g. 1,8,32) or a request rate")
         )
     input_len = (
         _one("input_len", raw.get("input_len"), int, 1, BENCH_MAX_LEN)
@@ -126,11 +145,11 @@ def bench_request(
     goodput = parse_goodput(raw.get("goodput"))
     label = str(raw.get("label") or "").strip()
     if label and not BENCH_LABEL_RE.match(label):
-        raise BenchRequestInvalid("label", "letters, digits, . _ - (at most 64)")
+        raise BenchRequestInvalid("label", _("letters, digits, . _ - (at most 64)"))
     if burstiness is not None and not rates:
         raise BenchRequestInvalid(
             "burstiness",
-            "applies to a finite request rate only (vLLM ignores it at inf)",
+            _("applies to a finite request rate only (vLLM ignores it at inf)"),
         )
     swept = "request_rate" if len(rates) > 1 else "concurrency"
     points = []
@@ -158,7 +177,10 @@ def bench_request(
     total = sum(p["num_prompts"] for p in points)
     if total > BENCH_MAX_PROMPTS:
         raise BenchRequestInvalid(
-            "num_prompts", f"{total} prompts in the sweep; at most {BENCH_MAX_PROMPTS}"
+            "num_prompts",
+            _("{total} prompts in the sweep; at most {n}").format(
+                total=total, n=BENCH_MAX_PROMPTS
+            ),
         )
     return {"points": points, "swept": swept, "label": label}
 
