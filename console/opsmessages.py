@@ -52,6 +52,9 @@ MESSAGES: dict[str, str] = {
     "step.record_failed_links": _lazy("Record the failing HCCS links of {node}"),
     "step.weights_sha256": _lazy("sha256 of the model files on {node}"),
     "step.weights_compare": _lazy("Compare sha256 across nodes"),
+    "step.bench_point_gateway": _lazy(
+        "Benchmark at {point} through the gateway, from {node}"
+    ),
     "step.bench_point": _lazy("Benchmark at {point} on {node}"),
     # a sweep point (console.services.bench_runs.point_name), inside the step name
     "bench.point_both": _lazy("concurrency {concurrency}, {rate} req/s"),

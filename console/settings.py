@@ -404,6 +404,11 @@ AGENT_TIMEOUT_S = env_int("AGENT_TIMEOUT_S", 30, minimum=1)
 WEIGHTS_HASH_TIMEOUT_S = env_int("WEIGHTS_HASH_TIMEOUT_S", 3 * 3600, minimum=10)
 # A benchmark sweep point (one vllm bench serve on the head) gives up after this long.
 BENCH_POINT_TIMEOUT_S = env_int("BENCH_POINT_TIMEOUT_S", 2 * 3600, minimum=10)
+# The console's address as the nodes reach it, for benchmarks sent through the gateway
+# (the head's agent runs the load); the embedded default serves on this host.
+BENCH_GATEWAY_URL = os.getenv("BENCH_GATEWAY_URL") or (
+    "" if PRODUCTION else f"http://127.0.0.1:{CONSOLE_PORT}"
+)
 # Latency/queue alerts that begin up to this long after a benchmark ended are its load's.
 BENCH_LOAD_GRACE_S = env_int("BENCH_LOAD_GRACE_S", 120, minimum=0)
 PREFLIGHT_REACH_TIMEOUT_S = env_int("PREFLIGHT_REACH_TIMEOUT_S", 10, minimum=1)

@@ -607,9 +607,12 @@ BENCH_PID = "bench.pid"
 
 
 @agent_task("node.bench_serve")
-def node_bench_serve(node: str, shape: dict[str, Any]) -> dict[str, Any]:
+def node_bench_serve(
+    node: str, shape: dict[str, Any], gateway: dict[str, str] | None = None
+) -> dict[str, Any]:
     """One sweep point of ``vllm bench serve`` against the engine this node serves
-    (engine/bench_serve.py: the target, model and key come from the plan it started).
+    (engine/bench_serve.py: the target, model and key come from the plan it started),
+    or, with ``gateway``, through the console's gateway with the key made for the run.
     While it runs, the task's state is ``PROGRESS`` with tqdm's ``done``/``total``;
     the answer is the ``--save-result`` JSON, the printed table and the tool's version.
     Bounded by ``BENCH_TIMEOUT_S`` (default 2 h); ``node.bench_stop`` ends it early."""
@@ -626,13 +629,15 @@ def node_bench_serve(node: str, shape: dict[str, Any]) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     name = f"{uuid.uuid4().hex}.json"
     argv = bench_serve.bench_argv(
-        shape, [str(a) for a in plan.get("argv", [])], str(out_dir), name
+        shape,
+        [str(a) for a in plan.get("argv", [])],
+        str(out_dir),
+        name,
+        base_url=gateway["url"] if gateway else None,
     )
     command = _driver().bench_command(argv)
-    env = {
-        **os.environ,
-        "OPENAI_API_KEY": str((plan.get("env") or {}).get("VLLM_API_KEY", "")),
-    }
+    key = gateway["key"] if gateway else (plan.get("env") or {}).get("VLLM_API_KEY", "")
+    env = {**os.environ, "OPENAI_API_KEY": str(key)}
     timeout = float(os.environ.get("BENCH_TIMEOUT_S", "7200"))
     # the task and its id, read here: current_task is thread-local and the bar is read
     # on another thread

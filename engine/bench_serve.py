@@ -52,11 +52,18 @@ def target_of(serve_argv: list[str]) -> tuple[str, str, str]:
 
 
 def bench_argv(
-    shape: dict[str, Any], serve_argv: list[str], result_dir: str, filename: str
+    shape: dict[str, Any],
+    serve_argv: list[str],
+    result_dir: str,
+    filename: str,
+    *,
+    base_url: str | None = None,
 ) -> list[str]:
     """``vllm bench serve`` for one sweep point, every flag one of vLLM's own
-    (vllm/benchmarks/serve.py add_cli_args, datasets.py add_dataset_parser)."""
-    base_url, served, tokenizer = target_of(serve_argv)
+    (vllm/benchmarks/serve.py add_cli_args, datasets.py add_dataset_parser).
+    ``base_url``: through the console's gateway instead of straight to this head."""
+    head_url, served, tokenizer = target_of(serve_argv)
+    base_url = (base_url or head_url).rstrip("/")
     argv = [
         "vllm", "bench", "serve",
         "--backend", "vllm",  # /v1/completions, streamed

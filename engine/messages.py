@@ -181,6 +181,28 @@ BENCH_SHAPE_KEYS = frozenset(
 BENCH_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 
+GATEWAY_URL_RE = re.compile(
+    r"^https?://[A-Za-z0-9.\-]+(?::\d{1,5})?/?\Z|^https?://\[[0-9A-Fa-f:]+\](?::\d{1,5})?/?\Z"
+)
+GATEWAY_KEY_RE = re.compile(r"^[A-Za-z0-9_\-]{16,200}\Z")
+
+
+def check_bench_gateway(value: Any) -> dict[str, str] | None:
+    """``node.bench_serve``'s optional gateway: the console's base URL (scheme, host,
+    port; no path, user or query) and a key the console made for this run only."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"url", "key"}:
+        raise MessageRefused("gateway must be an object with url and key")
+    url = _text("gateway.url", value["url"], max_len=300)
+    if not GATEWAY_URL_RE.match(url):
+        raise MessageRefused("gateway.url must be http(s)://host[:port], nothing else")
+    key = _text("gateway.key", value["key"], max_len=200)
+    if not GATEWAY_KEY_RE.match(key):
+        raise MessageRefused("gateway.key is not a gateway key")
+    return value
+
+
 def check_bench_shape(shape: Any) -> dict[str, Any]:
     """``node.bench_serve``'s workload of one sweep point (engine/bench_serve.py): lengths,
     prompts, concurrency, rate, burstiness, goodput SLOs, label, seed; nothing else."""
@@ -242,7 +264,10 @@ FIELD_CHECKS: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "vllm_ascend_version": lambda f, v: _text(f, v, max_len=40, empty=True),
     },
     "node.weights_sha256": {"model_path": _path},
-    "node.bench_serve": {"shape": lambda f, v: check_bench_shape(v)},
+    "node.bench_serve": {
+        "shape": lambda f, v: check_bench_shape(v),
+        "gateway": lambda f, v: check_bench_gateway(v),
+    },
     "node.bench_stop": {},
     "engine.start": {"plan": lambda f, v: check_plan(v)},
     "engine.stop": {"grace_s": lambda f, v: _number(f, v, 0.0, 3600.0)},

@@ -24,6 +24,7 @@ from engine.messages import (
 )
 
 MAX_POINTS = 16
+TARGETS = ("head", "gateway")
 
 
 class BenchRequestInvalid(ValueError):
@@ -151,6 +152,12 @@ def bench_request(
             "burstiness",
             _("applies to a finite request rate only (vLLM ignores it at inf)"),
         )
+    target = str(raw.get("target") or "head")
+    if target not in TARGETS:
+        raise BenchRequestInvalid(
+            "target",
+            _("head (straight to the engine) or gateway (through the console)"),
+        )
     swept = "request_rate" if len(rates) > 1 else "concurrency"
     points = []
     for conc in concurrency or [None]:
@@ -182,7 +189,7 @@ def bench_request(
                 total=total, n=BENCH_MAX_PROMPTS
             ),
         )
-    return {"points": points, "swept": swept, "label": label}
+    return {"points": points, "swept": swept, "label": label, "target": target}
 
 
 def point_name(shape: dict[str, Any]) -> str:

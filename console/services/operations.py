@@ -74,9 +74,17 @@ def _bench_params(cluster: Cluster, params: dict[str, Any]) -> dict[str, Any]:
         else (512, 256)
     )
     try:
-        return bench_request(params.get("bench") or {}, default_shape=default)
+        bench = bench_request(params.get("bench") or {}, default_shape=default)
     except BenchRequestInvalid as exc:
         raise OperationRefused(exc.field, str(exc)) from None
+    if bench["target"] == "gateway" and not settings.BENCH_GATEWAY_URL:
+        raise OperationRefused(
+            "target",
+            _(
+                "Set BENCH_GATEWAY_URL to the console's address as the nodes reach it (e.g. http://10.0.0.5:8000), or benchmark the head."
+            ),
+        )
+    return bench
 
 
 def operation_group(operation_id: int) -> str:

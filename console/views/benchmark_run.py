@@ -30,6 +30,7 @@ FIELDS = (
     "burstiness",
     "goodput",
     "label",
+    "target",
 )
 
 

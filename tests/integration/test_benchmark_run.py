@@ -146,3 +146,58 @@ def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
         assert "failed" in str(failed.value)
         cluster.refresh_from_db()
         assert cluster.state == ClusterState.RUNNING
+
+
+def test_through_the_gateway_the_run_has_its_own_key_and_the_usage_shows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from console.models import ApiKey, ApiUsage
+    from tests.e2e.test_dashboard import uvicorn_server
+
+    profile = make_profile(
+        **{**DEMO_PROFILES["w8a8"], "name": "gw w8a8", "data_parallel_size": 1}
+    )
+    cluster = make_cluster("benchgw", nodes=1, profile=profile, free_ports=True)
+    (node,) = cluster.ranked_nodes()
+    user = make_user("gwen", "operator")
+    monkeypatch.setenv("GATEWAY_USAGE_FLUSH_S", "0")  # the gateway writes usage at once
+    env = {**FAST, "SIM_STATE_DIR": str(tmp_path)}
+    with (
+        uvicorn_server() as base,
+        agents([node.name], extra_env=env, npu_ips={node.name: node.npu_ips}),
+        control_worker(
+            {**CONTROL_ENV, "ENGINE_LISTEN_TIMEOUT_S": "5", "BENCH_GATEWAY_URL": base}
+        ),
+    ):
+        start = wait_op(
+            operation_start(cluster=cluster, kind="start", user=user), timeout=180
+        )
+        assert start.state == OperationState.SUCCEEDED, start.error
+        op, _ = _watch(
+            operation_start(
+                cluster=cluster,
+                kind="benchmark",
+                user=user,
+                params={
+                    "bench": {
+                        "concurrency": "2",
+                        "input_len": 16,
+                        "output_len": 8,
+                        "num_prompts": 10,
+                        "target": "gateway",
+                    }
+                },
+            )
+        )
+        assert op.state == OperationState.SUCCEEDED, op.error
+        assert "through the gateway" in op.steps.order_by("seq").first().name
+        (run,) = BenchmarkRun.objects.filter(sweep=f"op{op.pk}")
+        assert run.target == "gateway" and (run.completed, run.failed) == (10, 0)
+        key = ApiKey.objects.get(name=f"bench-op{op.pk}")
+        assert key.revoked_at is not None  # the run's key died with the run
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not ApiUsage.objects.filter(key=key):
+            time.sleep(0.2)
+        usage = ApiUsage.objects.get(key=key)
+        # the tool's initial test request and the 10 of the point, all through /v1
+        assert usage.requests == 11 and usage.completion_tokens == 11 * 8

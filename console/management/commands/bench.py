@@ -61,6 +61,12 @@ class Command(BaseCommand):
         run.add_argument(
             "--goodput", nargs="+", metavar="KEY:MS", help="SLOs, e.g. ttft:800 tpot:50"
         )
+        run.add_argument(
+            "--target",
+            choices=["head", "gateway"],
+            default="head",
+            help="head: straight to the engine; gateway: through the console (BENCH_GATEWAY_URL)",
+        )
         run.add_argument("--label", default="")
         run.add_argument("--seed", type=int)
         run.add_argument("--reason", default="")
@@ -115,6 +121,7 @@ class Command(BaseCommand):
             "goodput": " ".join(options["goodput"] or []),
             "label": options["label"],
             "seed": options["seed"],
+            "target": options["target"],
         }
         try:
             op = operation_start(

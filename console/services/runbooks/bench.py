@@ -1,8 +1,10 @@
 """Benchmark: vLLM's ``vllm bench serve`` on the head, one sweep point after another,
 each result stored under vLLM's names and judged against the profile's targets.
 
-The load runs where vLLM's own tool would run it (the head node, straight to its API:
-engine/bench_serve.py), so the figures are vLLM's and include no console hop. A point
+The load runs where vLLM's own tool would run it (the head node, engine/bench_serve.py),
+straight to the head's API (the figures are the engine's alone) or, when the operator
+chooses, through the console's gateway (``BENCH_GATEWAY_URL``, with a key made for the
+run and revoked after it: the figures then include the gateway, as clients see it). A point
 shows the prompts done as the tool's progress bar reports them; a cancel ends the
 running tool on the node. The operation only reads: the cluster stays as it was, and
 automatic remediation leaves alone the latency and queue alerts its load causes
@@ -12,12 +14,15 @@ automatic remediation leaves alone the latency and queue alerts its load causes
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from celery.result import AsyncResult
 from django.conf import settings
 
 from console.celery import app, node_queue
+from console.gateway.services import apikey_create, apikey_revoke
 from console.models import BenchmarkRun
 from console.models.operations import OperationStep, StepState
 from console.services import benchmarks
@@ -25,13 +30,21 @@ from console.services.bench_runs import point_name
 from console.services.runbooks.base import Cancelled, Run
 from engine import bench
 
+KEY_LIMIT = 2**31 - 1  # the run's own key: the load is the point, not a tenant's share
+
 
 def bench_rows(run: Run) -> dict[str, Any]:
     points = run.op.params["bench"]["points"]
     head = run.head()
+    via = run.op.params["bench"].get("target") == "gateway"
     return {
         "points": [
-            run.add_step(f"Benchmark at {point_name(p)} on {head.name}", head)
+            run.add_step(
+                f"Benchmark at {point_name(p)} through the gateway, from {head.name}"
+                if via
+                else f"Benchmark at {point_name(p)} on {head.name}",
+                head,
+            )
             for p in points
         ],
         "targets": run.add_step("Check the results against the profile's targets"),
@@ -87,13 +100,18 @@ def _wait(run: Run, row: OperationStep, result: AsyncResult, timeout: float) -> 
         raise run.fail(row, f"the head's agent answered with an error: {exc}") from None
 
 
-def _point(run: Run, row: OperationStep, shape: dict[str, Any]) -> BenchmarkRun:
+def _point(
+    run: Run, row: OperationStep, shape: dict[str, Any], gateway: dict[str, str] | None
+) -> BenchmarkRun:
     head = run.head()
     timeout = float(settings.BENCH_POINT_TIMEOUT_S)
     run.begin(row)
+    kwargs: dict[str, Any] = {"node": head.name, "shape": shape}
+    if gateway:
+        kwargs["gateway"] = gateway
     result = app.send_task(
         "node.bench_serve",
-        kwargs={"node": head.name, "shape": shape},
+        kwargs=kwargs,
         queue=head.agent_queue or node_queue(head.name),
         expires=timeout,
     )
@@ -122,7 +140,7 @@ def _point(run: Run, row: OperationStep, shape: dict[str, Any]) -> BenchmarkRun:
         tool=tool,
         tool_version=version,
         source="run",
-        target="head",
+        target="gateway" if gateway else "head",
         sweep=f"op{run.op.pk}",
         input_len=shape["input_len"],
         output_len=shape["output_len"],
@@ -140,12 +158,32 @@ def _point(run: Run, row: OperationStep, shape: dict[str, Any]) -> BenchmarkRun:
     return stored
 
 
+@contextmanager
+def _gateway_key(run: Run) -> Iterator[dict[str, str] | None]:
+    """Through the gateway: a key of the run's own (its usage shows on the API keys
+    page), revoked when the run ends however it ends; both audited."""
+    if run.op.params["bench"].get("target") != "gateway":
+        yield None
+        return
+    key, secret = apikey_create(
+        name=f"bench-op{run.op.pk}",
+        user=run.op.requested_by,
+        rpm=KEY_LIMIT,
+        tpm=KEY_LIMIT,
+    )
+    try:
+        yield {"url": settings.BENCH_GATEWAY_URL, "key": secret}
+    finally:
+        apikey_revoke(key=key, user=run.op.requested_by)
+
+
 def run_bench(run: Run, rows: dict[str, Any]) -> None:
     points = run.op.params["bench"]["points"]
-    stored = [
-        _point(run, row, shape)
-        for row, shape in zip(rows["points"], points, strict=True)
-    ]
+    with _gateway_key(run) as gateway:
+        stored = [
+            _point(run, row, shape, gateway)
+            for row, shape in zip(rows["points"], points, strict=True)
+        ]
     run.result["benchmarks"] = [s.pk for s in stored]
     row = rows["targets"]
     run.begin(row)
