@@ -13,7 +13,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from console.gateway.app import GATEWAY_PREFIX, gateway_app  # noqa: E402
+from console.gateway.app import (  # noqa: E402
+    GATEWAY_PREFIX,
+    gateway_app,
+    gateway_lifespan,
+)
 from console.routing import websocket_urlpatterns  # noqa: E402
 
 
@@ -27,6 +31,8 @@ async def http_app(scope, receive, send):  # type: ignore[no-untyped-def]
 application = ProtocolTypeRouter(
     {
         "http": http_app,
+        # shutdown writes the gateway's pending usage (console.gateway.app)
+        "lifespan": gateway_lifespan,
         # Origin must match ALLOWED_HOSTS (blocks cross-site WebSocket hijacking); the
         # session cookie identifies the user; consumers refuse anonymous users with 4403.
         "websocket": AllowedHostsOriginValidator(

@@ -175,3 +175,22 @@ async def gateway_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 pass
     finally:
         watcher.cancel()
+
+
+async def gateway_lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """ASGI lifespan: at shutdown, stop this process's background tasks and write the
+    usage it still holds (a worker restarted by a deploy leaves nothing for the next
+    flush of another process to find; with one process there is no other)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            for task in _background.pop(asyncio.get_running_loop(), []):
+                task.cancel()
+            try:
+                await usage.flush_now()
+            except Exception:  # the counts stay in Redis for the next process
+                log.exception("gateway usage flush at shutdown failed")
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -140,6 +140,11 @@ async def _flush_async() -> None:
         log.exception("gateway usage flush failed")
 
 
+async def flush_now() -> None:
+    """Write what Redis holds now (on the database thread); raises what the write raised."""
+    await on_db_thread(usage_flush)
+
+
 async def run() -> None:
     """Flush every GATEWAY_USAGE_FLUSH_S for as long as the event loop runs."""
     interval = settings.GATEWAY_USAGE_FLUSH_S

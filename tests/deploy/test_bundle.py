@@ -210,7 +210,7 @@ def test_it_installs_offline_twice_and_serves(
                 "2",
                 "--no-access-log",
                 "--lifespan",
-                "off",
+                "on",
             ],
             cwd=opt / "app",
             stdout=subprocess.DEVNULL,
