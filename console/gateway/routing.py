@@ -10,7 +10,6 @@ its own live count plus the other processes' counts as last published (at most
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from console.gateway.errors import GatewayError
 from console.gateway.ratelimit import cache_version
 from console.gateway.snapshot import Snapshot, snapshot_for
 from console.models import ClusterState, Node, NodeRole
+from engine.versions import version_key
 
 SERVING = (
     ClusterState.RUNNING,
@@ -50,15 +50,6 @@ class Upstream:
 
     def has(self, since: tuple[int, ...]) -> bool:
         return version_key(self.vllm_version) >= since
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """ "0.11.1" -> (0, 11, 1); a suffix ("0.11.1rc2") keeps its leading digits."""
-    return tuple(
-        int(m.group())
-        for m in (re.match(r"\d+", p) for p in version.split(".")[:3])
-        if m
-    )
 
 
 def served_models(snap: Snapshot) -> list[str]:
