@@ -49,7 +49,7 @@ from engine.diagnose import diagnose  # noqa: E402
 from engine.drivers import get_driver, node_driver  # noqa: E402
 from engine.drivers.base import Driver, DriverError, EngineSpec, EngineStatus  # noqa: E402
 from engine.evidence import check_request, gather  # noqa: E402
-from engine.flags import check_argv  # noqa: E402
+from engine.flags import argv_value, check_argv  # noqa: E402
 from engine.messages import check_message, check_plan  # noqa: E402
 from engine.preflight import check_server_model, run_preflight, versions  # noqa: E402
 
@@ -287,17 +287,8 @@ def validate_plan(plan: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     return argv, env
 
 
-def _argv_value(argv: list[str], flag: str) -> str | None:
-    for i, token in enumerate(argv):
-        if token == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if token.startswith(flag + "="):
-            return token.split("=", 1)[1]
-    return None
-
-
 def _argv_int(argv: list[str], flag: str, default: int) -> int:
-    value = _argv_value(argv, flag)
+    value = argv_value(argv, flag)
     try:
         return default if value is None else int(value)
     except ValueError:
@@ -356,8 +347,8 @@ def _probe_health(argv: list[str]) -> int | None:
     """GET /health on this node's API server (head only); None when it does not answer."""
     if "--headless" in argv:
         return None
-    host = _argv_value(argv, "--host") or "127.0.0.1"
-    port = _argv_value(argv, "--port") or "8000"
+    host = argv_value(argv, "--host") or "127.0.0.1"
+    port = argv_value(argv, "--port") or "8000"
     try:
         with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as resp:  # noqa: S310 (loopback/LAN engine)
             return int(resp.status)

@@ -19,17 +19,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from engine.flags import argv_value
+
 # tqdm's bar, as vllm bench serve prints it on stderr: " 37%|███▋      | 37/100 [00:05<…"
 _TQDM = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
-
-
-def _flag(argv: list[str], name: str) -> str | None:
-    for i, word in enumerate(argv):
-        if word == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith(name + "="):
-            return word.split("=", 1)[1]
-    return None
 
 
 def target_of(serve_argv: list[str]) -> tuple[str, str, str]:
@@ -41,13 +34,13 @@ def target_of(serve_argv: list[str]) -> tuple[str, str, str]:
     if len(serve_argv) < 3 or serve_argv[1] != "serve":
         raise ValueError("this node runs no `vllm serve` (start the cluster first)")
     model = serve_argv[2]
-    port = _flag(serve_argv, "--port") or "8000"
-    host = _flag(serve_argv, "--host") or ""  # vLLM binds every address without it
+    port = argv_value(serve_argv, "--port") or "8000"
+    host = argv_value(serve_argv, "--host") or ""  # vLLM binds every address without it
     if host in ("", "0.0.0.0", "::"):
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
-    served = _flag(serve_argv, "--served-model-name") or model
+    served = argv_value(serve_argv, "--served-model-name") or model
     return f"http://{host}:{int(port)}", served, model
 
 

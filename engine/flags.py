@@ -89,6 +89,16 @@ class RemovedFlag:
     )
 
 
+def argv_value(argv: list[str], flag: str) -> str | None:
+    """The value ``flag`` has in an argv (``--flag VALUE`` or ``--flag=VALUE``), or None."""
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if token.startswith(flag + "="):
+            return token.split("=", 1)[1]
+    return None
+
+
 def _require_version(version: str) -> None:
     if version not in SUPPORTED_VERSIONS:
         supported = ", ".join(SUPPORTED_VERSIONS)

@@ -19,21 +19,9 @@ from console.services.inventory import DEMO_PROFILES
 from console.services.operations import OperationRefused, operation_start
 from tests.agents import agents, control_worker
 from tests.factories import make_cluster, make_profile, make_user
-from tests.integration.test_operations import CONTROL_ENV, FAST, wait_op
+from tests.integration.test_operations import CONTROL_ENV, FAST, wait_op, watch_op
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def _watch(op, timeout: float = 180) -> tuple[object, list[str]]:
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        op.refresh_from_db()
-        seen += [s.summary for s in op.steps.all() if s.summary]
-        if op.finished_at is not None:
-            break
-        time.sleep(0.05)
-    return wait_op(op), seen
 
 
 def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
@@ -90,7 +78,7 @@ def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
             assert bad.value.field == field, (bench, str(bad.value))
 
         # a sweep over concurrency 1 and 4, at a shape with no target
-        op, seen = _watch(
+        op, seen = watch_op(
             operation_start(
                 cluster=cluster,
                 kind="benchmark",
@@ -173,7 +161,7 @@ def test_through_the_gateway_the_run_has_its_own_key_and_the_usage_shows_it(
             operation_start(cluster=cluster, kind="start", user=user), timeout=180
         )
         assert start.state == OperationState.SUCCEEDED, start.error
-        op, _ = _watch(
+        op, _ = watch_op(
             operation_start(
                 cluster=cluster,
                 kind="benchmark",

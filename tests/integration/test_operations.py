@@ -55,6 +55,20 @@ def wait_op(op: Operation, timeout: float = 120) -> Operation:
     )
 
 
+def watch_op(op: Operation, timeout: float = 180) -> tuple[Operation, list[str]]:
+    """Wait for ``op`` to end; return it with every step summary seen while it ran
+    (what the operation page showed, polled every 50 ms)."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        op.refresh_from_db()
+        seen += [s.summary for s in op.steps.all() if s.summary]
+        if op.finished_at is not None:
+            break
+        time.sleep(0.05)
+    return wait_op(op), seen
+
+
 @pytest.fixture
 def sim_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, Path]]:
     """A 4-node sim cluster (DP4 × TP8 + EP, BF16 397B) with one real agent per node."""

@@ -7,7 +7,6 @@ HF-format model directory), on a cluster that is serving: the operation only rea
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from console.services.operations import operation_start
 from engine.sim.models import node_model_dir
 from tests.agents import agents, control_worker
 from tests.factories import make_cluster, make_user
-from tests.integration.test_operations import CONTROL_ENV, FAST, wait_op
+from tests.integration.test_operations import CONTROL_ENV, FAST, watch_op
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -26,18 +25,10 @@ BIG = "padding.bin"
 
 
 def _run(cluster, user) -> tuple[object, list[str]]:
-    """Start a verify_weights operation; return it finished and every node-row summary
-    seen while it ran (what the operation page showed)."""
-    op = operation_start(cluster=cluster, kind="verify_weights", user=user)
-    seen: list[str] = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        op.refresh_from_db()
-        seen += [s.summary for s in op.steps.all() if s.node_id and s.summary]
-        if op.finished_at is not None:
-            break
-        time.sleep(0.1)
-    return wait_op(op), seen
+    """Start a verify_weights operation; return it finished and every summary seen."""
+    return watch_op(
+        operation_start(cluster=cluster, kind="verify_weights", user=user), 120
+    )
 
 
 def test_verify_weights_shows_progress_uses_its_cache_and_names_a_changed_shard(
