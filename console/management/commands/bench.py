@@ -142,8 +142,10 @@ class Command(BaseCommand):
         if options["no_wait"]:
             return
         final = ClusterCommand(stdout=self.stdout, stderr=self.stderr).follow(op)  # type: ignore[arg-type]
-        runs = BenchmarkRun.objects.select_related("cluster__profile").filter(
-            pk__in=(final.result or {}).get("benchmarks") or []
+        runs = (
+            BenchmarkRun.objects.select_related("cluster__profile")
+            .filter(pk__in=(final.result or {}).get("benchmarks") or [])
+            .order_by("pk")  # the sweep's order
         )
         if options["json"]:
             self.stdout.write(
