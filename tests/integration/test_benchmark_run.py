@@ -87,7 +87,7 @@ def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
                     "bench": {
                         "concurrency": "1,4",
                         "input_len": 24,
-                        "output_len": 12,
+                        "output_len": 16,
                         "num_prompts": 24,
                         "goodput": "ttft:60000",
                     }
@@ -101,15 +101,17 @@ def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
             assert r.tool == "vllm bench serve (sim)" and r.source == "run"
             assert (r.completed, r.failed) == (24, 0)
             # --ignore-eos: every request generated exactly output_len tokens
-            assert r.total_output_tokens == 24 * 12
+            assert r.total_output_tokens == 24 * 16
             assert r.total_input_tokens == 24 * 24
             assert r.request_goodput == pytest.approx(r.request_throughput)
             assert r.latency_ms["p99_ttft_ms"] >= r.latency_ms["median_ttft_ms"] > 0
-            assert (r.input_len, r.output_len, r.plan_digest != "") == (24, 12, True)
+            assert (r.input_len, r.output_len, r.plan_digest != "") == (24, 16, True)
         # concurrency shows: 4 at once finish the same prompts sooner than 1 at a time
         assert runs[1].duration < runs[0].duration
         # live progress, from the tool's own bar, while the first point ran
         assert any("/24 prompts," in text for text in seen), (runs[0].duration, seen)
+        # and the engine's own TTFT quantiles so far, from its /metrics
+        assert any("engine TTFT so far p50" in text for text in seen), seen
         rows = list(op.steps.order_by("seq"))
         assert rows[-1].state == "warning" and "no target" in rows[-1].summary
         cluster.refresh_from_db()

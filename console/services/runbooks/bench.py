@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 from celery.result import AsyncResult
 from django.conf import settings
 
@@ -29,6 +30,7 @@ from console.services import benchmarks
 from console.services.bench_runs import point_name
 from console.services.runbooks.base import Cancelled, Run
 from engine import bench
+from engine.parsers import ParseError, vllm_metrics
 
 KEY_LIMIT = 2**31 - 1  # the run's own key: the load is the point, not a tenant's share
 
@@ -73,7 +75,54 @@ def _figures(stored: BenchmarkRun) -> str:
     )
 
 
-def _wait(run: Run, row: OperationStep, result: AsyncResult, timeout: float) -> Any:
+class EngineSoFar:
+    """The head's own TTFT quantiles since the point began, from its ``/metrics``
+    histograms (the delta between two scrapes: engine.parsers.vllm_metrics.derive), read
+    at most every ``every`` seconds. ``/metrics`` needs no key (vLLM guards only /v1,
+    console/engine_auth.py). Unreadable metrics show nothing rather than stop the run."""
+
+    def __init__(self, url: str, every: float = 2.0) -> None:
+        self.url, self.every = url, every
+        self.start = self._scrape()
+        self.t0 = self.last = time.monotonic()
+        self.text = ""
+
+    def _scrape(self) -> dict[str, Any] | None:
+        try:
+            body = httpx.get(f"{self.url}/metrics", timeout=2).text
+            return vllm_metrics.parse_exposition(body)
+        except (httpx.HTTPError, ParseError):
+            return None
+
+    def line(self) -> str:
+        now = time.monotonic()
+        if self.start is None or now - self.last < self.every:
+            return self.text
+        self.last = now
+        cur = self._scrape()
+        if cur is None:
+            return self.text
+        win = vllm_metrics.derive(self.start, cur, max(now - self.t0, 1e-3))
+        whole = win.get(vllm_metrics.CLUSTER)
+        if (
+            whole is not None
+            and whole.ttft_p50 is not None
+            and whole.ttft_p99 is not None
+        ):
+            self.text = (
+                f"; engine TTFT so far p50 {whole.ttft_p50 * 1000:.0f} ms, "
+                f"p99 {whole.ttft_p99 * 1000:.0f} ms"
+            )
+        return self.text
+
+
+def _wait(
+    run: Run,
+    row: OperationStep,
+    result: AsyncResult,
+    timeout: float,
+    engine: EngineSoFar,
+) -> Any:
     deadline = time.monotonic() + timeout
     shown: Any = None
     started = time.monotonic()
@@ -87,7 +136,10 @@ def _wait(run: Run, row: OperationStep, result: AsyncResult, timeout: float) -> 
                 row,
                 progress_done=int(info.get("done") or 0),
                 progress_total=max(1, int(info.get("total") or 1)),
-                summary=f"{info.get('done')}/{info.get('total')} prompts, {spent:.0f} s",
+                summary=(
+                    f"{info.get('done')}/{info.get('total')} prompts, {spent:.0f} s"
+                    + engine.line()
+                )[:500],
             )
         if time.monotonic() > deadline:
             raise run.fail(
@@ -106,6 +158,7 @@ def _point(
     head = run.head()
     timeout = float(settings.BENCH_POINT_TIMEOUT_S)
     run.begin(row)
+    engine = EngineSoFar(run.head_url())
     kwargs: dict[str, Any] = {"node": head.name, "shape": shape}
     if gateway:
         kwargs["gateway"] = gateway
@@ -116,7 +169,7 @@ def _point(
         expires=timeout,
     )
     try:
-        answer = _wait(run, row, result, timeout)
+        answer = _wait(run, row, result, timeout, engine)
     except Cancelled:
         app.send_task(  # end the tool on the node; the answer is not awaited
             "node.bench_stop",
