@@ -19,6 +19,7 @@ INTERNAL = {
     "HCCL_INTRA_ROCE_ENABLE",
     "CONSOLE_NODE_NAME",
     "DJANGO_SETTINGS_MODULE",
+    "OPENAI_API_KEY",  # what vllm bench serve reads; the agent sets it for the run
 }
 
 
