@@ -11,17 +11,32 @@ import time
 from io import StringIO
 from pathlib import Path
 
+import psutil
 import pytest
 from django.core.management import call_command
 
 from console.models import BenchmarkRun, ClusterState, OperationState
 from console.services.inventory import DEMO_PROFILES
-from console.services.operations import OperationRefused, operation_start
+from console.services.operations import (
+    OperationRefused,
+    operation_cancel,
+    operation_start,
+)
 from tests.agents import agents, control_worker
 from tests.factories import make_cluster, make_profile, make_user
 from tests.integration.test_operations import CONTROL_ENV, FAST, wait_op, watch_op
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _bench_processes() -> list[psutil.Process]:
+    """The sim's vllm bench serve processes on this machine (the agent's children)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        words = proc.info.get("cmdline") or []
+        if "engine.sim.vllm" in words and "bench" in words and "serve" in words:
+            found.append(proc)
+    return found
 
 
 def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
@@ -116,6 +131,36 @@ def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
         assert rows[-1].state == "warning" and "no target" in rows[-1].summary
         cluster.refresh_from_db()
         assert cluster.state == ClusterState.RUNNING  # it only read
+
+        # a cancel ends the tool on the head: no vllm bench serve is left running
+        long = operation_start(
+            cluster=cluster,
+            kind="benchmark",
+            user=user,
+            params={
+                "bench": {
+                    "concurrency": "1",
+                    "input_len": 24,
+                    "output_len": 16,
+                    "num_prompts": 500,
+                }
+            },
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _bench_processes():
+            time.sleep(0.1)
+        assert _bench_processes(), "the tool never started on the head"
+        long.refresh_from_db()  # running now: the cancel asks its runbook to stop
+        operation_cancel(operation=long, user=user)
+        long = wait_op(long, timeout=60)
+        assert long.state == OperationState.CANCELLED, (long.state, long.error)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _bench_processes():
+            time.sleep(0.2)
+        assert not _bench_processes()
+        assert not BenchmarkRun.objects.filter(sweep=f"op{long.pk}").exists()
+        cluster.refresh_from_db()
+        assert cluster.state == ClusterState.RUNNING
 
         # at the target's shape the out-of-reach target fails the run, naming it
         out = StringIO()
