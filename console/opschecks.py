@@ -62,6 +62,13 @@ CONSOLE_CHECKS: dict[str, tuple[str, str, str]] = {
         "Copy these files again from a good node to {node} (rsync -a --checksum), "
         "then rerun preflight.",
     ),
+    # console/services/runbooks/remedies.py replace_spare_preflight
+    "server_model.spare_differs": (
+        "server model",
+        "{spare} is {model}, {old} is {want}: a spare must be the same server model",
+        "Choose a spare of the same server model, or correct the spare's server "
+        "model on its page (site override, with a reason).",
+    ),
     "profile_figures.warn": (
         "profile figures",
         "{problems}",
@@ -136,6 +143,10 @@ def render_check(c: dict[str, Any]) -> dict[str, str]:
     cid = c.get("id")
     if cid in CHECKS:
         params = dict(c.get("params") or {})
+        if c.get("parts"):  # lists written deeper in engine/, item by item translated
+            from console.opsmessages import render
+
+            params.update({k: render(v) for k, v in c["parts"].items()})
         name, evidence, fix = CHECKS[cid]
         try:
             return {

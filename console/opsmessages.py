@@ -23,6 +23,7 @@ from django.utils.translation import (
 from console import opschecks
 from console.models import ClusterState, OperationKind, OperationState
 from console.models.operations import StepState
+from engine import checktext
 
 # id → the English form (the msgid), with {named} parameters. Order matters: more
 # specific forms first.
@@ -73,7 +74,115 @@ MESSAGES: dict[str, str] = {
     "summary.unreachable": _lazy("agent unreachable; checks not run"),
     "summary.identical": _lazy("identical on every node"),
     "summary.no_node": _lazy("no node answered"),
+    # step summaries of the other runbooks (console/services/runbooks/*.py); the more
+    # specific form of two that could match the same text comes first
+    "summary.hccs_baseline": _lazy("{node}: HCCS {rate} packets/s before the change"),
+    "summary.hccs_no_counters": _lazy(
+        "{node}: no HCCS counters (unsupported or empty): the switch will not be verifiable"
+    ),
+    "summary.verify_switched": _lazy("switched: {reason}"),
+    "summary.verify_not_switched": _lazy("not_switched: {reason}"),
+    "summary.verify_cannot": _lazy("cannot_verify: {reason}"),
+    "summary.not_a_node": _lazy("{name} is not a node of {cluster}"),
+    "summary.no_spare": _lazy(
+        "no idle spare with {count} × {model} ({hbm} GB) for {node}"
+    ),
+    "summary.spare_takes": _lazy("{spare} takes rank {rank} from {old}"),
+    "summary.links_lose": _lazy("{node}: {count} HCCS links lose ≥ {pct} %: {links}"),
+    "summary.npu_link": _lazy("NPU {npu} chip {chip} link {link}"),
+    "summary.no_link_measured": _lazy(
+        "{node}: no link measured above {pct} % loss (no traffic or counters "
+        "unsupported?): re-admission cannot check them"
+    ),
+    "summary.swapped": _lazy(
+        "{spare} is rank {rank}; {old} is out of service until re-admitted"
+    ),
+    "summary.stopped_failed": _lazy("stopped {nodes}; failed: {failures}"),
+    "summary.stopped_detail": _lazy("stopped ({detail})"),
+    "summary.stopped_nodes": _lazy("stopped {nodes}"),
+    "summary.nothing_running": _lazy("nothing left running"),
+    "summary.pid": _lazy("pid {pid}"),
+    "summary.engine_not_started": _lazy("engine did not start"),
+    "summary.engine_is": _lazy("engine on {node} is {state} ({detail})"),
+    "summary.accepts": _lazy("{address} accepts connections"),
+    "summary.rank0_before_bind": _lazy(
+        "rank 0 engine {state} before binding its RPC port"
+    ),
+    "summary.nothing_listens": _lazy("nothing listens on {address} after {seconds}s"),
+    "summary.head_engine": _lazy("the head engine {state}: {detail}"),
+    "summary.health_timeout": _lazy(
+        "/health not 200 after {seconds}s ({joined}/{total} ranks joined)"
+    ),
+    "summary.health_ok": _lazy("/health 200, {joined}/{total} ranks joined"),
+    "summary.ranks_joined": _lazy("{joined}/{total} ranks joined"),
+    "summary.rank_state": _lazy("rank {rank} on {node} {state}: {detail}"),
+    "summary.completion_failed": _lazy("completion failed: {error}"),
+    "summary.completion_empty": _lazy("completion returned empty text"),
+    "summary.smoke_words": _lazy("{count} words: {text}"),
+    "summary.warmup_skipped": _lazy("skipped (0 requests)"),
+    "summary.warmup_progress": _lazy("{done}/{total} sent, {errors} failed"),
+    "summary.warmup_failed": _lazy("{errors} of {total} warm-up requests failed"),
+    "summary.warmup_done": _lazy("{total} requests, {errors} failed"),
+    "summary.head_not_serving": _lazy("head not serving; nothing to drain"),
+    "summary.still_in_flight": _lazy(
+        "{count} requests still in flight after {seconds}s; stopping anyway"
+    ),
+    "summary.none_in_flight": _lazy("no requests in flight"),
+    "summary.in_flight": _lazy("{count} requests in flight"),
+    "summary.still_running": _lazy("still running (pid {pid})"),
+    # console/services/runbooks/weights.py
+    "summary.hash_progress": _lazy("{done} of {total}, file {file_no}/{files}: {file}"),
+    "summary.agent_error": _lazy("the agent answered with an error: {error}"),
+    "summary.head_agent_error": _lazy(
+        "the head's agent answered with an error: {error}"
+    ),
+    "summary.no_model_dir": _lazy("no model directory at {path} on {node}"),
+    "summary.hashed": _lazy(
+        "{files} files, {size}; {cached} from the cache, {read} read"
+    ),
+    "summary.no_answer_within": _lazy("no answer within {seconds}s ({setting})"),
+    "summary.files_differ": _lazy(
+        "files differ: {diffs} — copy them again from a good node (rsync -a --checksum)"
+    ),
+    "summary.on_node": _lazy("{node}: {detail}"),  # only from a stored id
+    "summary.not_every_node": _lazy("not every node answered: {nodes}"),
+    "summary.weights_identical": _lazy(
+        "{files} files identical (sha256) on all {count} nodes"
+    ),
+    # console/services/runbooks/bench.py
+    "summary.bench_progress_ttft": _lazy(
+        "{done}/{total} prompts, {seconds} s; engine TTFT so far p50 {p50} ms, p99 {p99} ms"
+    ),
+    "summary.bench_progress": _lazy("{done}/{total} prompts, {seconds} s"),
+    "summary.result_unusable": _lazy(
+        "the tool's --save-result file is not usable: {error}"
+    ),
+    "summary.bench_figures_npu": _lazy(
+        "#{pk}: {ok} ok, {failed} failed; {tps} output tok/s, {per_npu} tok/s per NPU; "
+        "TTFT p50 {p50} ms, p99 {p99} ms; TPOT p99 {tpot} ms"
+    ),
+    "summary.bench_figures": _lazy(
+        "#{pk}: {ok} ok, {failed} failed; {tps} output tok/s; "
+        "TTFT p50 {p50} ms, p99 {p99} ms; TPOT p99 {tpot} ms"
+    ),
+    "summary.bench_line_checks": _lazy(
+        "#{pk} concurrency {concurrency}: {verdict} — {checks}"
+    ),
+    "summary.bench_line": _lazy("#{pk} concurrency {concurrency}: {verdict}"),
+    "summary.regressed": _lazy("{verdict} REGRESSED against the baseline"),
+    "summary.accepted": _lazy("ACCEPTED"),
+    "summary.not_accepted": _lazy("NOT ACCEPTED"),
+    "summary.no_target": _lazy("no target"),
+    "summary.target_pass_margin": _lazy("{name} pass ({margin}%)"),
+    "summary.target_fail_margin": _lazy("{name} FAIL ({margin}%)"),
+    "summary.target_pass": _lazy("{name} pass"),
+    "summary.target_fail": _lazy("{name} FAIL"),
+    "summary.bench_rejected": _lazy("not accepted: {lines}"),
+    "summary.bench_no_target": _lazy("no target at these shapes: {lines}"),
 }
+
+# The items of detail lists the engine writes inside checks (engine/checktext.py ITEMS).
+MESSAGES.update(checktext.ITEMS)
 
 # Single words workers write (engine process states, remediation decisions).
 ENGINE_STATES: dict[str, str] = {
@@ -104,6 +213,8 @@ def _patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
     """Each message id with a regex matching its English form (parameters as groups)."""
     out = []
     for mid, english in MESSAGES.items():
+        if not re.search(r"[^\W\d_]", _PARAM.sub("", english)):
+            continue  # parameters and punctuation only ("{node}: {detail}"): by id only
         parts = _PARAM.split(english)
         regex = "".join(
             re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts)
@@ -161,7 +272,10 @@ def english(mid: str) -> str:
 
 
 def render(value: Any) -> str:
-    """``value`` (a message dict or stored English text) in the active language."""
+    """``value`` (a message dict, a join of several, or stored English text) in the
+    active language."""
+    if isinstance(value, dict) and "join" in value:
+        return str(value["join"]).join(render(v) for v in value.get("items") or [])
     if isinstance(value, dict) and value.get("id") in MESSAGES:
         params = {k: render(v) for k, v in (value.get("params") or {}).items()}
         return _(english(value["id"])).format(**params)
@@ -175,6 +289,17 @@ def render(value: Any) -> str:
     return prose(value)
 
 
+def english_text(value: Any) -> str:
+    """The English of a message dict (what the summary field stores, for logs/the CLI)."""
+    return checktext.text(value, MESSAGES)
+
+
+def message(mid: str, **params: Any) -> dict[str, Any]:
+    """A message to store: its id and params; KeyError for an unknown id."""
+    MESSAGES[mid]  # noqa: B018 - a typo must not ship as a silent English string
+    return {"id": mid, "params": params}
+
+
 def word(table: dict[str, str], value: str | None) -> str:
     """A single vocabulary word (engine state, decision) in the active language."""
     if not value:
@@ -186,6 +311,9 @@ def catalog_for_js() -> dict[str, Any]:
     """The catalogue for format.js: [[regex source, translated form], ...] and the words."""
     return {
         "messages": [[r.pattern, _(english(mid))] for mid, r in _patterns()],
+        # stored message dicts ({"id", "params"}) and the sentences prose() replaces
+        "by_id": {mid: _(english(mid)) for mid in MESSAGES},
+        "sentences": [[r.pattern, _(form)] for form, r in _sentence_patterns()],
         "checks": opschecks.catalog_for_js(),
         "engine": {k: _(v) for k, v in ENGINE_STATES.items()},
         "kinds": {k: str(label) for k, label in OperationKind.choices},

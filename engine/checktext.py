@@ -4,6 +4,12 @@ A check is stored with its English text (for logs and the CLI) *and* its id and 
 parameters, so the console can show name, evidence and fix in the reader's language
 (console/opsmessages.py reads these forms as msgids). Parameters are raw tool output,
 paths or numbers and are never translated; the sentence around them is.
+
+A list written deeper (the release-matrix mismatches, the server-model evidence, the
+model-file problems, ping loss) is a parameter made of *items*: ``item(id, **params)``
+for one, ``join([...], "; ")`` for several. The English text joins their English forms
+(ITEMS); the check keeps them under ``"parts"`` so the console renders each in the
+reader's language (console/opsmessages.py registers ITEMS as messages).
 """
 
 from __future__ import annotations
@@ -206,6 +212,71 @@ CHECKS: dict[str, tuple[str, str, str]] = {
 }
 
 
+# id → the English form of one item of a detail list, {named} parameters; a parameter
+# may itself be an item. Ids start with "item.".
+ITEMS: dict[str, str] = {
+    # engine/compat.py mismatches
+    "item.release_needs": "{key} {have} (vllm-ascend {release} needs {want})",
+    "item.release_belongs": "{mismatch}; {have} belongs to vllm-ascend {others}",
+    "item.not_found": "not found",
+    # engine/parsers/server_model.py detect_server_model
+    "item.smbios_found": "SMBIOS product name {product}; {chip}.",
+    "item.smbios_unknown": (
+        "SMBIOS product name {product} names no known Atlas server; {chip}. "
+        "Set a site override with the model and a reason."
+    ),
+    "item.smbios_disagrees": (
+        "SMBIOS product name {product} says {label} ({model_chip}) but npu-smi "
+        "reports {chip}; not trusted. Set a site override with a reason."
+    ),
+    "item.no_product_name": "no product name",
+    "item.chip": "chip {chip} ({family})",
+    "item.family_unknown": "family unknown",
+    # engine/weights.py manifest and compare
+    "item.path_missing": "{path} does not exist",
+    "item.no_config": "no config.json",
+    "item.config_unreadable": "config.json unreadable: {error}",
+    "item.index_unreadable": "{index} unreadable: {error}",
+    "item.shards_missing": "{index} names {count} missing shard(s): {shards}",
+    "item.no_weights": "no *.safetensors weights",
+    "item.file_sha256": "{file}: sha256 {digest}… here, {usual}… on most nodes",
+    "item.file_missing": "{file}: missing here ({size} bytes on most nodes)",
+    "item.file_only_here": "{file}: only here ({size} bytes)",
+    "item.file_size": "{file}: {size} bytes here, {common} bytes on most nodes",
+    "item.and_more": "and {count} more",
+    "item.profile_says": "{key}: profile says {declared}, config.json says {found}",
+    # engine/preflight.py check_npu_network (hccn_tool -ping)
+    "item.ping_lost": "{target}: {sent} sent, 0 received",
+    "item.target_problem": "{target}: {problem}",
+}
+
+
+def item(iid: str, **params: Any) -> dict[str, Any]:
+    """One item of a detail list; KeyError for an unknown id."""
+    ITEMS[iid]  # noqa: B018 - a typo must not ship as a silent English string
+    return {"id": iid, "params": params}
+
+
+def join(items: list[Any], sep: str = "; ") -> dict[str, Any]:
+    """Several items (or plain strings) shown one after the other, ``sep`` between."""
+    return {"join": sep, "items": list(items)}
+
+
+def structured(value: Any) -> bool:
+    return isinstance(value, dict) and ("join" in value or "id" in value)
+
+
+def text(value: Any, forms: dict[str, str] | None = None) -> str:
+    """The English of an item, a join or a plain value (for logs, the CLI, the stored text)."""
+    forms = ITEMS if forms is None else forms
+    if isinstance(value, dict) and "join" in value:
+        return str(value["join"]).join(text(v, forms) for v in value.get("items") or [])
+    if isinstance(value, dict) and value.get("id") in forms:
+        params = {k: text(v, forms) for k, v in (value.get("params") or {}).items()}
+        return forms[value["id"]].format(**params)
+    return "" if value is None else str(value)
+
+
 def check(
     cid: str,
     status: str,
@@ -219,8 +290,9 @@ def check(
     Raises KeyError for an unknown id (a typo must not ship as a silent English string).
     """
     name, evidence, fix = (CHECKS if table is None else table)[cid]
-    safe = {k: v if isinstance(v, int | float) else str(v) for k, v in params.items()}
-    return {
+    parts = {k: v for k, v in params.items() if structured(v)}
+    safe = {k: v if isinstance(v, int | float) else text(v) for k, v in params.items()}
+    out = {
         "name": name.format(**safe),
         "status": status,
         "evidence": evidence.format(**safe),
@@ -228,3 +300,6 @@ def check(
         "id": cid,
         "params": safe,
     }
+    if parts:  # the params made of items, for the reader's language
+        out["parts"] = parts
+    return out

@@ -130,6 +130,11 @@ def mismatches(found: dict[str, Any], target: str) -> list[str]:
             f"vllm-ascend {target!r} is not in the release matrix "
             f"({source()['commit'][:12]}); known: {', '.join(list(releases())[:8])}, …"
         ]
+    return [checktext.text(i) for i in mismatch_items(found, rel)]
+
+
+def mismatch_items(found: dict[str, Any], rel: Release) -> list[dict[str, Any]]:
+    """``mismatches`` as items of engine/checktext.py (shown in the reader's language)."""
     out = []
     for key in CHECKED:
         have = found.get(key)
@@ -139,14 +144,22 @@ def mismatches(found: dict[str, Any], target: str) -> list[str]:
             ok = have is not None and _same(str(have), getattr(rel, key))
         if ok:
             continue
-        want = rel.needed()[key]
-        text = (
-            f"{key} {have or 'not found'} (vllm-ascend {rel.vllm_ascend} needs {want})"
+        one = checktext.item(
+            "item.release_needs",
+            key=key,
+            have=have or checktext.item("item.not_found"),
+            release=rel.vllm_ascend,
+            want=rel.needed()[key],
         )
         others = _other_releases(key, str(have)) if have else []
         if others:
-            text += f"; {have} belongs to vllm-ascend {', '.join(others[:4])}"
-        out.append(text)
+            one = checktext.item(
+                "item.release_belongs",
+                mismatch=one,
+                have=have,
+                others=", ".join(others[:4]),
+            )
+        out.append(one)
     return out
 
 
@@ -173,7 +186,7 @@ def check(found: dict[str, Any], target: str = "") -> dict[str, Any]:
         return checktext.check(
             "release_matrix.wrong",
             "fail",
-            problems="; ".join(wrong),
+            problems=checktext.join(mismatch_items(found, rel)),
             target=target,
             cann=rel.cann,
             torch_npu=rel.torch_npu,

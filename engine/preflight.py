@@ -17,6 +17,7 @@ from typing import Any
 from engine import compat, weights
 from engine.capabilities import UNKNOWN_MODEL, capability
 from engine.checktext import check as check_text
+from engine.checktext import item, join
 from engine.drivers import node_driver
 from engine.drivers.container import node_preflight
 from engine.parsers import ParseError
@@ -62,6 +63,7 @@ class Check:
         ""  # engine/checktext.py: the console renders the reader's language from it
     )
     params: dict[str, Any] = field(default_factory=dict)
+    parts: dict[str, Any] = field(default_factory=dict)  # params made of items
 
     @classmethod
     def of(cls, cid: str, status: str, **params: Any) -> Check:
@@ -69,7 +71,10 @@ class Check:
         return cls(**check_text(cid, status, **params))
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        out = dict(vars(self))
+        if not out["parts"]:
+            del out["parts"]
+        return out
 
 
 def _tool(argv: list[str]) -> tuple[str | None, str]:
@@ -225,18 +230,18 @@ def check_nics(
     for target in ping_targets:
         out, problem = _tool(["hccn_tool", "-i", "0", "-ping", "-g", "address", target])
         if out is None:
-            lost.append(f"{target}: {problem}")
+            lost.append(item("item.target_problem", target=target, problem=problem))
             continue
         try:
             result = parse_ping(out)
         except ParseError as exc:
-            lost.append(f"{target}: {exc}")
+            lost.append(item("item.target_problem", target=target, problem=str(exc)))
             continue
         if result.received == 0:
-            lost.append(f"{target}: {result.sent} sent, 0 received")
+            lost.append(item("item.ping_lost", target=target, sent=result.sent))
     if ping_targets:
         checks.append(
-            Check.of("npu_ping.lost", FAIL, problems="; ".join(lost))
+            Check.of("npu_ping.lost", FAIL, problems=join(lost))
             if lost
             else Check.of("npu_ping.ok", PASS, count=len(ping_targets))
         )
@@ -346,14 +351,18 @@ def check_server_model() -> tuple[Check, ServerModelDetection]:
                 "server_model.unknown",
                 WARN,
                 label=label,
-                evidence=found.evidence,
+                evidence=found.evidence_item or found.evidence,
                 source=source,
             ),
             found,
         )
     return (
         Check.of(
-            "server_model.ok", PASS, label=label, evidence=found.evidence, source=source
+            "server_model.ok",
+            PASS,
+            label=label,
+            evidence=found.evidence_item or found.evidence,
+            source=source,
         ),
         found,
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import checktext
+from engine.checktext import item, text
 from engine.memory import model_facts_from_config
 
 INDEX = "model.safetensors.index.json"
@@ -40,16 +41,16 @@ def _files(root: Path) -> dict[str, int]:
     return out
 
 
-def _config(root: Path) -> tuple[dict[str, Any] | None, str]:
+def _config(root: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """config.json's facts for the fit estimate, plus dtype and quantization; (None, why)."""
     path = root / "config.json"
     if not path.is_file():
-        return None, "no config.json"
+        return None, item("item.no_config")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         facts: dict[str, Any] = dict(model_facts_from_config(str(root)) or {})
     except ValueError as exc:
-        return None, f"config.json unreadable: {exc}"
+        return None, item("item.config_unreadable", error=str(exc))
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
     facts["architectures"] = list(raw.get("architectures") or [])
     facts["dtype"] = raw.get("torch_dtype") or raw.get("dtype") or text.get("dtype")
@@ -57,7 +58,7 @@ def _config(root: Path) -> tuple[dict[str, Any] | None, str]:
     facts["quantization"] = (
         quant.get("quant_method") if isinstance(quant, dict) else None
     )
-    return facts, ""
+    return facts, None
 
 
 def _index(root: Path, files: dict[str, int]) -> dict[str, Any] | None:
@@ -68,13 +69,18 @@ def _index(root: Path, files: dict[str, int]) -> dict[str, Any] | None:
         weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
         shards = sorted(set(weight_map.values()))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return {"shards": [], "missing": [], "error": f"{INDEX} unreadable: {exc}"}
+        return {
+            "shards": [],
+            "missing": [],
+            "error": item("item.index_unreadable", index=INDEX, error=str(exc)),
+        }
     return {"shards": shards, "missing": [s for s in shards if s not in files]}
 
 
 def manifest(path: str | Path) -> dict[str, Any]:
     """The directory's manifest: {"path", "exists", "files": {rel: size}, "total_bytes",
-    "config": {...} | None, "index": {"shards", "missing"} | None, "problems": [...]}."""
+    "config": {...} | None, "index": {"shards", "missing"} | None, "problems": [...]};
+    ``problem_items`` holds the problems as items of engine/checktext.py."""
     root = Path(path)
     if not root.is_dir():
         return {
@@ -85,6 +91,7 @@ def manifest(path: str | Path) -> dict[str, Any]:
             "config": None,
             "index": None,
             "problems": [f"{path} does not exist"],
+            "problem_items": [item("item.path_missing", path=str(path))],
         }
     files = _files(root)
     config, why = _config(root)
@@ -93,13 +100,18 @@ def manifest(path: str | Path) -> dict[str, Any]:
     if index is not None:
         if index.get("error"):
             problems.append(index["error"])
+            index["error"] = text(index["error"])
         if index["missing"]:
             problems.append(
-                f"{INDEX} names {len(index['missing'])} missing shard(s): "
-                + ", ".join(index["missing"][:5])
+                item(
+                    "item.shards_missing",
+                    index=INDEX,
+                    count=len(index["missing"]),
+                    shards=", ".join(index["missing"][:5]),
+                )
             )
     elif not any(f.endswith(".safetensors") for f in files):
-        problems.append("no *.safetensors weights")
+        problems.append(item("item.no_weights"))
     return {
         "path": str(path),
         "exists": True,
@@ -107,7 +119,8 @@ def manifest(path: str | Path) -> dict[str, Any]:
         "total_bytes": sum(files.values()),
         "config": config,
         "index": index,
-        "problems": problems,
+        "problems": [text(p) for p in problems],
+        "problem_items": problems,
     }
 
 
@@ -115,7 +128,10 @@ def check(m: dict[str, Any]) -> dict[str, Any]:
     """A preflight check dict for one node's manifest (engine/checktext.py)."""
     if m["problems"]:
         return checktext.check(
-            "model_files.bad", "fail", path=m["path"], problems="; ".join(m["problems"])
+            "model_files.bad",
+            "fail",
+            path=m["path"],
+            problems=checktext.join(m.get("problem_items") or m["problems"]),
         )
     shards = len(m["index"]["shards"]) if m["index"] else 0
     return checktext.check(
@@ -134,10 +150,20 @@ def compare(manifests: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
     A file missing on a node, extra on it, or of another size (or sha256, where both
     sides have one) is named. Nodes that agree with the majority get no entry.
     """
+    return {
+        node: [text(i) for i in items]
+        for node, items in compare_items(manifests).items()
+    }
+
+
+def compare_items(
+    manifests: dict[str, dict[str, Any]],
+) -> dict[str, list[dict[str, Any]]]:
+    """``compare`` as items of engine/checktext.py (shown in the reader's language)."""
     if len(manifests) < 2:
         return {}
     names = sorted({f for m in manifests.values() for f in m["files"]})
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for name in names:
         sizes = Counter(m["files"].get(name) for m in manifests.values())
         common, _ = sizes.most_common(1)[0]
@@ -153,16 +179,21 @@ def compare(manifests: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
                 usual = str(others.most_common(1)[0][0]) if others else ""
                 if digest and usual and digest != usual:
                     out.setdefault(node, []).append(
-                        f"{name}: sha256 {digest[:12]}… here, {usual[:12]}… on most nodes"
+                        item(
+                            "item.file_sha256",
+                            file=name,
+                            digest=digest[:12],
+                            usual=usual[:12],
+                        )
                     )
                 continue
             if have is None:
-                text = f"{name}: missing here ({common} bytes on most nodes)"
+                one = item("item.file_missing", file=name, size=common)
             elif common is None:
-                text = f"{name}: only here ({have} bytes)"
+                one = item("item.file_only_here", file=name, size=have)
             else:
-                text = f"{name}: {have} bytes here, {common} bytes on most nodes"
-            out.setdefault(node, []).append(text)
+                one = item("item.file_size", file=name, size=have, common=common)
+            out.setdefault(node, []).append(one)
     return out
 
 
@@ -291,10 +322,17 @@ def declared_disagreements(
     declared: dict[str, Any], config: dict[str, Any] | None
 ) -> list[str]:
     """Profile figures (num_layers, num_experts, …) that config.json contradicts."""
+    return [text(i) for i in disagreement_items(declared, config)]
+
+
+def disagreement_items(
+    declared: dict[str, Any], config: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """``declared_disagreements`` as items of engine/checktext.py."""
     if not config:
         return []
     return [
-        f"{key}: profile says {declared[key]}, config.json says {config[key]}"
+        item("item.profile_says", key=key, declared=declared[key], found=config[key])
         for key in (
             "num_layers",
             "hidden_size",

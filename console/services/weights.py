@@ -14,7 +14,7 @@ from typing import Any
 
 from console.models import EngineProfile
 from console.opschecks import check
-from engine import weights
+from engine import checktext, weights
 
 FACT_KEYS = (
     "num_layers",
@@ -38,6 +38,12 @@ def reported_config(answers: dict[str, Any]) -> dict[str, Any] | None:
     return dict(json.loads(Counter(configs).most_common(1)[0][0]))
 
 
+def first_of(items: list[Any], shown: int = 10) -> dict[str, Any]:
+    """The first ``shown`` items, then "and N more" (engine/checktext.py items)."""
+    more = [checktext.item("item.and_more", count=len(items) - shown)]
+    return checktext.join(items[:shown] + (more if len(items) > shown else []))
+
+
 def cross_node_checks(
     answers: dict[str, Any], profile: EngineProfile
 ) -> dict[str, list[dict[str, Any]]]:
@@ -49,21 +55,20 @@ def cross_node_checks(
         if isinstance(a, dict) and a.get("weights")
     }
     out: dict[str, list[dict[str, Any]]] = {}
-    for node, diffs in weights.compare(manifests).items():
+    for node, diffs in weights.compare_items(manifests).items():
         out.setdefault(node, []).append(
             check(
                 "same_model_files.bad",
                 "fail",
-                problems="; ".join(diffs[:10])
-                + (f"; and {len(diffs) - 10} more" if len(diffs) > 10 else ""),
+                problems=first_of(diffs),
                 node=node,
             )
         )
     config = reported_config(answers)
     declared = {k: getattr(profile, k, None) for k in FACT_KEYS}
-    disagree = weights.declared_disagreements(declared, config)
+    disagree = weights.disagreement_items(declared, config)
     if disagree:
         out.setdefault("cluster", []).append(
-            check("profile_figures.warn", "warn", problems="; ".join(disagree))
+            check("profile_figures.warn", "warn", problems=checktext.join(disagree))
         )
     return out

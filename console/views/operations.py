@@ -149,7 +149,7 @@ def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # a failed preflight step names its failing checks: in the reader's language
         step.summary_text = (  # type: ignore[attr-defined]
             failed_summary(checks) if step.state == "failed" and checks else None
-        ) or render_ops(step.summary)
+        ) or render_ops((step.data or {}).get("summary_msg") or step.summary)
     expected = expected_durations(op)
     fraction, eta_s = weighted_progress(steps, expected)
     if not op.is_active:

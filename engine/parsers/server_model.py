@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.capabilities import CAPABILITIES, UNKNOWN_MODEL
+from engine.checktext import item, text
 
 _PLACEHOLDERS = frozenset(
     {
@@ -99,12 +100,15 @@ def chip_family(
 
 @dataclass(frozen=True)
 class ServerModelDetection:
-    """What preflight found. ``model`` is a capability key; ``unknown`` when unsure."""
+    """What preflight found. ``model`` is a capability key; ``unknown`` when unsure.
+    ``evidence`` is English; ``evidence_item`` the same as an item of engine/checktext.py
+    (the console shows it in the reader's language)."""
 
     model: str
     product_name: str | None
     chip_family: str | None
     evidence: str
+    evidence_item: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,21 +126,24 @@ def detect_server_model(
     """
     family = chip_family(chip_name, device_id)
     key = model_from_product_name(product_name)
-    shown = repr(product_name) if product_name else "no product name"
-    chip = f"chip {chip_name or device_id or '?'} ({family or 'family unknown'})"
+    shown: Any = repr(product_name) if product_name else item("item.no_product_name")
+    chip = item(
+        "item.chip",
+        chip=chip_name or device_id or "?",
+        family=family or item("item.family_unknown"),
+    )
     if key is None:
-        why = (
-            f"SMBIOS product name {shown} names no known Atlas server; {chip}. "
-            "Set a site override with the model and a reason."
-        )
-        return ServerModelDetection(UNKNOWN_MODEL, product_name, family, why)
+        why = item("item.smbios_unknown", product=shown, chip=chip)
+        return ServerModelDetection(UNKNOWN_MODEL, product_name, family, text(why), why)
     cap = CAPABILITIES[key]
     if family is not None and family != cap.chip:
-        why = (
-            f"SMBIOS product name {shown} says {cap.label} ({cap.chip}) but npu-smi "
-            f"reports {chip}; not trusted. Set a site override with a reason."
+        why = item(
+            "item.smbios_disagrees",
+            product=shown,
+            label=cap.label,
+            model_chip=cap.chip,
+            chip=chip,
         )
-        return ServerModelDetection(UNKNOWN_MODEL, product_name, family, why)
-    return ServerModelDetection(
-        key, product_name, family, f"SMBIOS product name {shown}; {chip}."
-    )
+        return ServerModelDetection(UNKNOWN_MODEL, product_name, family, text(why), why)
+    why = item("item.smbios_found", product=shown, chip=chip)
+    return ServerModelDetection(key, product_name, family, text(why), why)

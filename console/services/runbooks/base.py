@@ -20,6 +20,7 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
+from console.opsmessages import english_text
 from console.services.agents import AgentUnreachable, agent_call, result_wait
 from console.services.operations import (
     operation_publish,
@@ -71,6 +72,18 @@ class Run:
         return step
 
     def step_update(self, step: OperationStep, **fields: Any) -> None:
+        """Save and publish. A ``summary`` given as a message dict (opsmessages.message)
+        is stored in English and, as it is, under ``data["summary_msg"]``, so the page
+        shows it in the reader's language; a plain string drops an older one."""
+        if "summary" in fields:
+            summary = fields["summary"]
+            data = dict(fields.get("data", step.data) or {})
+            data.pop("summary_msg", None)
+            if isinstance(summary, dict):
+                data["summary_msg"] = summary
+                summary = english_text(summary)
+            fields["summary"] = summary[:500]
+            fields["data"] = data
         for key, value in fields.items():
             setattr(step, key, value)
         step.save()
@@ -83,7 +96,7 @@ class Run:
     def finish(
         self,
         step: OperationStep,
-        summary: str,
+        summary: str | dict[str, Any],
         state: str = StepState.SUCCEEDED,
         **fields: Any,
     ) -> None:
@@ -91,14 +104,14 @@ class Run:
             step,
             state=state,
             finished_at=timezone.now(),
-            summary=summary[:500],
+            summary=summary,
             **fields,
         )
 
     def fail(
         self,
         step: OperationStep,
-        summary: str,
+        summary: str | dict[str, Any],
         *,
         lines: list[str] | None = None,
         **fields: Any,
@@ -113,7 +126,7 @@ class Run:
             diagnosis=diagnoses,
             **fields,
         )
-        return StepFailed(f"{step.name}: {summary}")
+        return StepFailed(f"{step.name}: {step.summary}")
 
     def check_cancel(self) -> None:
         params = (

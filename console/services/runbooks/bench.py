@@ -26,10 +26,12 @@ from console.celery import app, node_queue
 from console.gateway.services import apikey_create, apikey_revoke
 from console.models import BenchmarkRun
 from console.models.operations import OperationStep, StepState
+from console.opsmessages import english_text, message
 from console.services import benchmarks
 from console.services.bench_runs import point_name
 from console.services.runbooks.base import Cancelled, Run
 from engine import bench
+from engine.checktext import join
 from engine.parsers import ParseError, vllm_metrics
 
 KEY_LIMIT = 2**31 - 1  # the run's own key: the load is the point, not a tenant's share
@@ -60,18 +62,24 @@ def _tool(answer: dict[str, Any]) -> tuple[str, str]:
     )
 
 
-def _figures(stored: BenchmarkRun) -> str:
+def _figures(stored: BenchmarkRun) -> dict[str, Any]:
+    """A point's step summary: "#pk: N ok, M failed; … output tok/s …" (a message)."""
     lat = stored.latency_ms
-    per_npu = (
-        f", {stored.output_tps_per_npu:.2f} tok/s per NPU"
-        if stored.output_tps_per_npu is not None
-        else ""
-    )
-    return (
-        f"{int(stored.completed)} ok, {int(stored.failed)} failed; "
-        f"{stored.output_throughput:.1f} output tok/s{per_npu}; "
-        f"TTFT p50 {lat.get('median_ttft_ms', 0):.0f} ms, p99 {lat.get('p99_ttft_ms', 0):.0f} ms; "
-        f"TPOT p99 {lat.get('p99_tpot_ms', 0):.1f} ms"
+    figures = {
+        "pk": stored.pk,
+        "ok": int(stored.completed),
+        "failed": int(stored.failed),
+        "tps": f"{stored.output_throughput:.1f}",
+        "p50": f"{lat.get('median_ttft_ms', 0):.0f}",
+        "p99": f"{lat.get('p99_ttft_ms', 0):.0f}",
+        "tpot": f"{lat.get('p99_tpot_ms', 0):.1f}",
+    }
+    if stored.output_tps_per_npu is None:
+        return message("summary.bench_figures", **figures)
+    return message(
+        "summary.bench_figures_npu",
+        per_npu=f"{stored.output_tps_per_npu:.2f}",
+        **figures,
     )
 
 
@@ -85,7 +93,7 @@ class EngineSoFar:
         self.url, self.every = url, every
         self.start = self._scrape()
         self.t0 = self.last = time.monotonic()
-        self.text = ""
+        self.ttft: tuple[str, str] | None = None  # p50, p99 in ms
 
     def _scrape(self) -> dict[str, Any] | None:
         try:
@@ -94,14 +102,14 @@ class EngineSoFar:
         except (httpx.HTTPError, ParseError):
             return None
 
-    def line(self) -> str:
+    def so_far(self) -> tuple[str, str] | None:
         now = time.monotonic()
         if self.start is None or now - self.last < self.every:
-            return self.text
+            return self.ttft
         self.last = now
         cur = self._scrape()
         if cur is None:
-            return self.text
+            return self.ttft
         win = vllm_metrics.derive(self.start, cur, max(now - self.t0, 1e-3))
         whole = win.get(vllm_metrics.CLUSTER)
         if (
@@ -109,11 +117,11 @@ class EngineSoFar:
             and whole.ttft_p50 is not None
             and whole.ttft_p99 is not None
         ):
-            self.text = (
-                f"; engine TTFT so far p50 {whole.ttft_p50 * 1000:.0f} ms, "
-                f"p99 {whole.ttft_p99 * 1000:.0f} ms"
+            self.ttft = (
+                f"{whole.ttft_p50 * 1000:.0f}",
+                f"{whole.ttft_p99 * 1000:.0f}",
             )
-        return self.text
+        return self.ttft
 
 
 def _wait(
@@ -132,24 +140,41 @@ def _wait(
         if isinstance(info, dict) and info != shown:
             shown = info
             spent = time.monotonic() - started
+            so_far = engine.so_far()
+            counts = {
+                "done": info.get("done"),
+                "total": info.get("total"),
+                "seconds": f"{spent:.0f}",
+            }
             run.step_update(
                 row,
                 progress_done=int(info.get("done") or 0),
                 progress_total=max(1, int(info.get("total") or 1)),
-                summary=(
-                    f"{info.get('done')}/{info.get('total')} prompts, {spent:.0f} s"
-                    + engine.line()
-                )[:500],
+                summary=message("summary.bench_progress", **counts)
+                if so_far is None
+                else message(
+                    "summary.bench_progress_ttft",
+                    p50=so_far[0],
+                    p99=so_far[1],
+                    **counts,
+                ),
             )
         if time.monotonic() > deadline:
             raise run.fail(
-                row, f"no answer within {timeout:.0f}s (BENCH_POINT_TIMEOUT_S)"
+                row,
+                message(
+                    "summary.no_answer_within",
+                    seconds=f"{timeout:.0f}",
+                    setting="BENCH_POINT_TIMEOUT_S",
+                ),
             )
         time.sleep(0.25)
     try:
         return result.get(timeout=1, propagate=True, disable_sync_subtasks=False)
     except Exception as exc:  # the agent's own error is the step's evidence
-        raise run.fail(row, f"the head's agent answered with an error: {exc}") from None
+        raise run.fail(
+            row, message("summary.head_agent_error", error=str(exc))
+        ) from None
 
 
 def _point(
@@ -184,7 +209,7 @@ def _point(
         parsed = bench.parse_result(answer.get("result"))
     except bench.ResultInvalid as exc:
         raise run.fail(
-            row, f"the tool's --save-result file is not usable: {exc}"
+            row, message("summary.result_unusable", error=str(exc))
         ) from None
     tool, version = _tool(answer)
     stored = benchmarks.benchmark_store(
@@ -203,7 +228,7 @@ def _point(
     )
     run.finish(
         row,
-        f"#{stored.pk}: {_figures(stored)}",
+        _figures(stored),
         progress_done=int(stored.completed + stored.failed),
         progress_total=max(1, int(stored.completed + stored.failed)),
         data={"benchmark": stored.pk, "table": answer.get("table", "")},
@@ -241,31 +266,52 @@ def run_bench(run: Run, rows: dict[str, Any]) -> None:
     row = rows["targets"]
     run.begin(row)
     verdicts = {s.pk: benchmarks.verdict_of(s) for s in stored}
-    lines = []
-    for s in stored:
-        v = verdicts[s.pk]
-        word = {True: "ACCEPTED", False: "NOT ACCEPTED", None: "no target"}[v["passed"]]
-        checks = "; ".join(
-            f"{c['name']} {'pass' if c['passed'] else 'FAIL'}"
-            + ("" if c["margin_pct"] is None else f" ({c['margin_pct']:+.1f}%)")
-            for c in v["checks"]
-        )
-        regressed = " REGRESSED against the baseline" if v["regressed"] else ""
-        lines.append(
-            f"#{s.pk} concurrency {s.max_concurrency or '-'}: {word}{regressed}"
-            + (f" — {checks}" if checks else "")
-        )
+    lines = [_verdict_line(s, verdicts[s.pk]) for s in stored]
+    english = [english_text(line) for line in lines]
     run.result["verdicts"] = {str(k): v["passed"] for k, v in verdicts.items()}
     judged = [v["passed"] for v in verdicts.values() if v["passed"] is not None]
     if judged and not all(judged):
-        raise run.fail(row, "not accepted: " + " | ".join(lines)[:480], lines=lines)
+        raise run.fail(
+            row,
+            message("summary.bench_rejected", lines=join(lines, " | ")),
+            lines=english,
+        )
     run.finish(
         row,
-        (
-            " | ".join(lines)
-            if judged
-            else "no target at these shapes: " + " | ".join(lines)
-        )[:500],
+        join(lines, " | ")
+        if judged
+        else message("summary.bench_no_target", lines=join(lines, " | ")),
         state=StepState.SUCCEEDED if judged else StepState.WARNING,
-        log_tail="\n".join(lines),
+        log_tail="\n".join(english),
     )
+
+
+VERDICT = {
+    True: "summary.accepted",
+    False: "summary.not_accepted",
+    None: "summary.no_target",
+}
+
+
+def _verdict_line(s: BenchmarkRun, v: dict[str, Any]) -> dict[str, Any]:
+    """ "#pk concurrency N: ACCEPTED — name pass (+3.0%); …" as a message."""
+    verdict = message(VERDICT[v["passed"]])
+    if v["regressed"]:
+        verdict = message("summary.regressed", verdict=verdict)
+    checks = []
+    for c in v["checks"]:
+        outcome = "pass" if c["passed"] else "fail"
+        if c["margin_pct"] is None:
+            checks.append(message(f"summary.target_{outcome}", name=c["name"]))
+        else:
+            checks.append(
+                message(
+                    f"summary.target_{outcome}_margin",
+                    name=c["name"],
+                    margin=f"{c['margin_pct']:+.1f}",
+                )
+            )
+    head = {"pk": s.pk, "concurrency": s.max_concurrency or "-", "verdict": verdict}
+    if not checks:
+        return message("summary.bench_line", **head)
+    return message("summary.bench_line_checks", checks=join(checks, "; "), **head)

@@ -19,11 +19,13 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
+from console.opsmessages import message
 from console.services.agents import AgentUnreachable
 from console.services.operations import (
     cluster_set_state,
 )
 from console.services.runbooks.base import Run, StepFailed
+from engine.checktext import join
 
 # -- start ------------------------------------------------------------------------
 
@@ -71,14 +73,16 @@ def run_cleanup(run: Run, step: OperationStep) -> None:
         if isinstance(statuses[n.name], Exception)
     ]
     if unreachable:
-        raise run.fail(step, f"no answer from {'; '.join(unreachable)}")
+        raise run.fail(
+            step, message("summary.no_answer", nodes=join(unreachable, "; "))
+        )
     for node in leftovers:
         run.call(node, "engine.stop", timeout=settings.ENGINE_STOP_TIMEOUT_S)
     run.finish(
         step,
-        f"stopped {', '.join(n.name for n in leftovers)}"
+        message("summary.stopped_nodes", nodes=", ".join(n.name for n in leftovers))
         if leftovers
-        else "nothing left running",
+        else message("summary.nothing_running"),
     )
 
 
@@ -101,11 +105,13 @@ def run_start(run: Run, steps: dict[str, OperationStep]) -> None:
         if not answer.get("ok"):
             lines = str(answer.get("error", "")).splitlines()
             raise run.fail(
-                step, lines[0] if lines else "engine did not start", lines=lines
+                step,
+                lines[0] if lines else message("summary.engine_not_started"),
+                lines=lines,
             )
         run.finish(
             step,
-            f"pid {answer['pid']}",
+            message("summary.pid", pid=answer["pid"]),
             data={"pid": answer["pid"], "started_at": answer["started_at"]},
         )
         Node.objects.filter(pk=node.pk).update(state=NodeState.RUNNING)
@@ -124,12 +130,17 @@ def confirm_running(run: Run, node: Node, step: OperationStep) -> None:
         run,
         step,
         status,
-        f"engine on {node.name} is {status['state']} ({status.get('detail', '')})",
+        message(
+            "summary.engine_is",
+            node=node.name,
+            state=status["state"],
+            detail=status.get("detail", ""),
+        ),
     )
 
 
 def _fail_unless_running(
-    run: Run, step: OperationStep, status: dict[str, Any], summary: str
+    run: Run, step: OperationStep, status: dict[str, Any], summary: dict[str, Any]
 ) -> None:
     """An engine.status answer that is not "running" fails the step with the engine's log."""
     if status["state"] != "running":
@@ -146,7 +157,10 @@ def wait_listening(run: Run, step: OperationStep, node: Node) -> None:
             ):
                 run.finish(
                     step,
-                    f"{node.management_ip}:{node.rpc_port} accepts connections",
+                    message(
+                        "summary.accepts",
+                        address=f"{node.management_ip}:{node.rpc_port}",
+                    ),
                 )
                 return
         except OSError:
@@ -156,14 +170,18 @@ def wait_listening(run: Run, step: OperationStep, node: Node) -> None:
             run,
             step,
             status,
-            f"rank 0 engine {status['state']} before binding its RPC port",
+            message("summary.rank0_before_bind", state=status["state"]),
         )
         run.check_cancel()
         time.sleep(0.5)
     status = run.call(node, "engine.status")
     raise run.fail(
         step,
-        f"nothing listens on {node.management_ip}:{node.rpc_port} after {settings.ENGINE_LISTEN_TIMEOUT_S}s",
+        message(
+            "summary.nothing_listens",
+            address=f"{node.management_ip}:{node.rpc_port}",
+            seconds=settings.ENGINE_LISTEN_TIMEOUT_S,
+        ),
         lines=status.get("log_tail") or [],
     )
 
@@ -180,7 +198,11 @@ def wait_healthy(run: Run, step: OperationStep) -> None:
             run,
             step,
             status,
-            f"the head engine {status['state']}: {status.get('detail', '')}",
+            message(
+                "summary.head_engine",
+                state=status["state"],
+                detail=status.get("detail", ""),
+            ),
         )
         joined = int(status.get("ranks_joined") or 0)
         if joined != last_joined:
@@ -189,12 +211,12 @@ def wait_healthy(run: Run, step: OperationStep) -> None:
                 step,
                 progress_done=min(joined, total),
                 progress_total=total,
-                summary=f"{joined}/{total} ranks joined",
+                summary=message("summary.ranks_joined", joined=joined, total=total),
             )
         if status.get("health") == 200:
             run.finish(
                 step,
-                f"/health 200, {total}/{total} ranks joined",
+                message("summary.health_ok", joined=total, total=total),
                 progress_done=total,
                 progress_total=total,
             )
@@ -205,14 +227,25 @@ def wait_healthy(run: Run, step: OperationStep) -> None:
                 run,
                 step,
                 other,
-                f"rank {node.rank} on {node.name} {other['state']}: {other.get('detail', '')}",
+                message(
+                    "summary.rank_state",
+                    rank=node.rank,
+                    node=node.name,
+                    state=other["state"],
+                    detail=other.get("detail", ""),
+                ),
             )
         run.check_cancel()
         time.sleep(1.0)
     status = run.call(head, "engine.logs", lines=200)
     raise run.fail(
         step,
-        f"/health not 200 after {settings.ENGINE_HEALTH_TIMEOUT_S}s ({last_joined}/{total} ranks joined)",
+        message(
+            "summary.health_timeout",
+            seconds=settings.ENGINE_HEALTH_TIMEOUT_S,
+            joined=last_joined,
+            total=total,
+        ),
         lines=status["lines"],
     )
 
@@ -235,10 +268,14 @@ def smoke_test(run: Run, step: OperationStep) -> None:
         response.raise_for_status()
         text = response.json()["choices"][0]["text"]
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-        raise run.fail(step, f"completion failed: {exc}") from None
+        raise run.fail(
+            step, message("summary.completion_failed", error=str(exc))
+        ) from None
     if not text.strip():
-        raise run.fail(step, "completion returned empty text")
-    run.finish(step, f"{len(text.split())} words: {text[:120]}")
+        raise run.fail(step, message("summary.completion_empty"))
+    run.finish(
+        step, message("summary.smoke_words", count=len(text.split()), text=text[:120])
+    )
 
 
 def warm_up(run: Run, step: OperationStep) -> None:
@@ -246,7 +283,7 @@ def warm_up(run: Run, step: OperationStep) -> None:
     run.begin(step)
     run.step_update(step, progress_total=total)
     if total == 0:
-        run.finish(step, "skipped (0 requests)", state=StepState.SKIPPED)
+        run.finish(step, message("summary.warmup_skipped"), state=StepState.SKIPPED)
         return
     done = errors = 0
     lock = threading.Lock()
@@ -283,11 +320,22 @@ def warm_up(run: Run, step: OperationStep) -> None:
                 run.step_update(
                     step,
                     progress_done=done,
-                    summary=f"{done}/{total} sent, {errors} failed",
+                    summary=message(
+                        "summary.warmup_progress",
+                        done=done,
+                        total=total,
+                        errors=errors,
+                    ),
                 )
     if errors > total * settings.WARMUP_MAX_ERROR_FRACTION:
-        raise run.fail(step, f"{errors} of {total} warm-up requests failed")
-    run.finish(step, f"{total} requests, {errors} failed", progress_done=total)
+        raise run.fail(
+            step, message("summary.warmup_failed", errors=errors, total=total)
+        )
+    run.finish(
+        step,
+        message("summary.warmup_done", total=total, errors=errors),
+        progress_done=total,
+    )
 
 
 # -- stop ---------------------------------------------------------------------------
@@ -324,19 +372,23 @@ def run_stop(run: Run, steps: dict[str, OperationStep]) -> None:
     deadline = time.monotonic() + settings.DRAIN_TIMEOUT_S
     count = in_flight(run)
     while count and time.monotonic() < deadline:
-        run.step_update(step, summary=f"{count} requests in flight")
+        run.step_update(step, summary=message("summary.in_flight", count=count))
         time.sleep(1.0)
         count = in_flight(run)
     if count is None:
-        run.finish(step, "head not serving; nothing to drain")
+        run.finish(step, message("summary.head_not_serving"))
     elif count:
         run.finish(
             step,
-            f"{count} requests still in flight after {settings.DRAIN_TIMEOUT_S}s; stopping anyway",
+            message(
+                "summary.still_in_flight",
+                count=count,
+                seconds=settings.DRAIN_TIMEOUT_S,
+            ),
             state=StepState.WARNING,
         )
     else:
-        run.finish(step, "no requests in flight")
+        run.finish(step, message("summary.none_in_flight"))
     cluster_set_state(run.cluster, ClusterState.STOPPING)
     failures = []
     for node in reversed(
@@ -355,13 +407,17 @@ def run_stop(run: Run, steps: dict[str, OperationStep]) -> None:
         if status["state"] == "running":
             failures.append(node.name)
             run.finish(
-                step, f"still running (pid {status['pid']})", state=StepState.FAILED
+                step,
+                message("summary.still_running", pid=status["pid"]),
+                state=StepState.FAILED,
             )
             continue
         Node.objects.filter(pk=node.pk).update(state=NodeState.READY)
         run.finish(
             step,
-            f"stopped ({status.get('detail') or status['state']})",
+            message(
+                "summary.stopped_detail", detail=status.get("detail") or status["state"]
+            ),
             data={"stopped_at": status.get("stopped_at")},
         )
     if failures:
@@ -395,8 +451,13 @@ def rollback(run: Run) -> None:
             run.step_update(s, state=StepState.ROLLED_BACK)
     run.finish(
         step,
-        f"stopped {', '.join(stopped)}"
-        + (f"; failed: {'; '.join(failed)}" if failed else ""),
+        message(
+            "summary.stopped_failed",
+            nodes=", ".join(stopped),
+            failures="; ".join(failed),
+        )
+        if failed
+        else message("summary.stopped_nodes", nodes=", ".join(stopped)),
         state=StepState.FAILED if failed else StepState.SUCCEEDED,
     )
 

@@ -19,12 +19,22 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
+from console.opschecks import check
+from console.opsmessages import message
 from console.selectors import spare_for
 from console.services.agents import AgentUnreachable
 from console.services.inventory import node_server_model_detected
 from console.services.runbooks.base import Run
+from engine.checktext import join
 from engine.link_verify import failing_links, hccs_rate, roce_rate
 from engine.link_verify import verify_link_switch as link_verify_switch
+
+# the verify-switch step's summary per verdict (English "{status}: {reason}")
+VERIFY_SUMMARY = {
+    "switched": "summary.verify_switched",
+    "not_switched": "summary.verify_not_switched",
+    "cannot_verify": "summary.verify_cannot",
+}
 
 # -- failover verification -----------------------------------------------------------
 #
@@ -109,9 +119,9 @@ def link_baseline(run: Run, step: OperationStep, node_name: str) -> None:
     rate = summary["hccs_pps"]
     run.finish(
         step,
-        f"{node_name}: HCCS {rate:.0f} packets/s before the change"
+        message("summary.hccs_baseline", node=node_name, rate=f"{rate:.0f}")
         if rate is not None
-        else f"{node_name}: no HCCS counters (unsupported or empty): the switch will not be verifiable",
+        else message("summary.hccs_no_counters", node=node_name),
         state=StepState.SUCCEEDED if rate is not None else StepState.WARNING,
         data=summary,
     )
@@ -139,7 +149,10 @@ def verify_link_switch(run: Run, step: OperationStep, node_name: str) -> None:
     }
     run.finish(
         step,
-        f"{verdict.status}: {verdict.reason}",
+        message(
+            VERIFY_SUMMARY.get(verdict.status, "summary.verify_not_switched"),
+            reason=verdict.reason,
+        ),
         state=StepState.SUCCEEDED if verdict.ok else StepState.WARNING,
         data=run.result["verification"],
     )
@@ -155,7 +168,10 @@ def replace_prepare(run: Run) -> None:
     name = run.op.params.get("node")
     old = next((n for n in run.nodes if n.name == name), None)
     if old is None:
-        raise run.fail(step, f"{name!r} is not a node of {run.cluster.name}")
+        raise run.fail(
+            step,
+            message("summary.not_a_node", name=repr(name), cluster=run.cluster.name),
+        )
     wanted = run.op.params.get("spare")
     spare = (
         Node.objects.filter(
@@ -167,9 +183,18 @@ def replace_prepare(run: Run) -> None:
     if spare is None:
         raise run.fail(
             step,
-            f"no idle spare with {old.npu_count} × {old.npu_model} ({old.hbm_per_npu_gb} GB) for {old.name}",
+            message(
+                "summary.no_spare",
+                count=old.npu_count,
+                model=old.npu_model,
+                hbm=old.hbm_per_npu_gb,
+                node=old.name,
+            ),
         )
-    run.finish(step, f"{spare.name} takes rank {old.rank} from {old.name}")
+    run.finish(
+        step,
+        message("summary.spare_takes", spare=spare.name, rank=old.rank, old=old.name),
+    )
     new_nodes = [spare if n.pk == old.pk else n for n in run.nodes]
     # in memory only, for the plan and the steps; the spare runs the engine's link pair
     # (every rank carries the same HCCL_INTRA_* pair: engine.plans.link_pair_errors)
@@ -207,30 +232,34 @@ def replace_spare_preflight(run: Run, step: OperationStep) -> None:
         )
     except AgentUnreachable as exc:
         raise run.fail(step, f"{spare.name}: {exc}") from None
-    failed = [c for c in answer["checks"] if c["status"] == "fail"]
+    checks = list(answer["checks"])
     if isinstance(answer.get("server_model"), dict):
         spare = node_server_model_detected(node=spare, detection=answer["server_model"])
         old = run.replace["old"]
         want = old.effective_server_model
         if spare.effective_server_model != want:
             # the engine's ranks keep one link layout (engine.capabilities remedies_for)
-            failed.append(
-                {
-                    "name": "server model",
-                    "evidence": f"{spare.name} is {spare.effective_server_model}, "
-                    f"{old.name} is {want}: a spare must be the same server model",
-                }
+            checks.append(
+                check(
+                    "server_model.spare_differs",
+                    "fail",
+                    spare=spare.name,
+                    model=spare.effective_server_model,
+                    old=old.name,
+                    want=want,
+                )
             )
-    if failed:
+    failed = [c for c in checks if c["status"] == "fail"]
+    if failed:  # the page rebuilds this from the checks in the reader's language
         raise run.fail(
             step,
             "; ".join(f"{c['name']}: {c['evidence']}" for c in failed),
-            data={"checks": answer["checks"]},
+            data={"checks": checks},
         )
     run.finish(
         step,
-        f"{len(answer['checks'])} checks passed",
-        data={"checks": answer["checks"]},
+        message("summary.checks_passed", count=len(checks)),
+        data={"checks": checks},
     )
 
 
@@ -256,15 +285,27 @@ def record_failed_links(run: Run, step: OperationStep) -> None:
     if links:
         run.finish(
             step,
-            f"{old.name}: {len(links)} HCCS links lose ≥ {HCCS_LOSS_MAX_PCT:g} %: "
-            + ", ".join(f"NPU {n} chip {c} link {i}" for n, c, i in links[:8]),
+            message(
+                "summary.links_lose",
+                node=old.name,
+                count=len(links),
+                pct=f"{HCCS_LOSS_MAX_PCT:g}",
+                links=join(
+                    [
+                        message("summary.npu_link", npu=n, chip=c, link=i)
+                        for n, c, i in links[:8]
+                    ],
+                    ", ",
+                ),
+            ),
             data={"failed_links": [list(k) for k in links]},
         )
     else:
         run.finish(
             step,
-            f"{old.name}: no link measured above {HCCS_LOSS_MAX_PCT:g} % loss "
-            "(no traffic or counters unsupported?): re-admission cannot check them",
+            message(
+                "summary.no_link_measured", node=old.name, pct=f"{HCCS_LOSS_MAX_PCT:g}"
+            ),
             state=StepState.WARNING,
             data=summary,
         )
@@ -295,7 +336,7 @@ def replace_swap(run: Run, step: OperationStep) -> None:
     run.nodes = run.cluster.ranked_nodes()
     run.finish(
         step,
-        f"{spare.name} is rank {old.rank}; {old.name} is out of service until re-admitted",
+        message("summary.swapped", spare=spare.name, rank=old.rank, old=old.name),
     )
 
 

@@ -19,8 +19,11 @@ from django.conf import settings
 from console.celery import app, node_queue
 from console.models import Node
 from console.models.operations import OperationStep, StepState
+from console.opsmessages import message
 from console.services.runbooks.base import Run
+from console.services.weights import first_of
 from engine import weights
+from engine.checktext import text
 
 MIB = 1024 * 1024
 
@@ -45,11 +48,14 @@ def _show(run: Run, row: OperationStep, state: dict[str, Any]) -> None:
         row,
         progress_done=done // MIB,
         progress_total=max(1, total // MIB),
-        summary=(
-            f"{_gib(done)} of {_gib(total)}, "
-            f"file {state.get('files_done', 0)}/{state.get('files', 0)}: "
-            f"{state.get('file', '')}"
-        )[:500],
+        summary=message(
+            "summary.hash_progress",
+            done=_gib(done),
+            total=_gib(total),
+            file_no=state.get("files_done", 0),
+            files=state.get("files", 0),
+            file=str(state.get("file", ""))[:300],
+        ),
     )
 
 
@@ -99,18 +105,25 @@ def run_weights(run: Run, rows: dict[str, Any]) -> None:
                 answer = _answer(result)
                 if isinstance(answer, Exception):
                     failed.append(name)
-                    run.fail(row, f"the agent answered with an error: {answer}")
+                    run.fail(row, message("summary.agent_error", error=str(answer)))
                 elif not answer.get("exists"):
                     failed.append(name)
-                    run.fail(row, f"no model directory at {model_path} on {name}")
+                    run.fail(
+                        row,
+                        message("summary.no_model_dir", path=model_path, node=name),
+                    )
                 else:
                     manifests[name] = answer
                     progress = answer.get("progress") or {}
                     run.finish(
                         row,
-                        f"{len(answer['sha256'])} files, {_gib(int(progress.get('total') or 0))}; "
-                        f"{progress.get('cached', 0)} from the cache, "
-                        f"{_gib(int(progress.get('bytes_read') or 0))} read",
+                        message(
+                            "summary.hashed",
+                            files=len(answer["sha256"]),
+                            size=_gib(int(progress.get("total") or 0)),
+                            cached=progress.get("cached", 0),
+                            read=_gib(int(progress.get("bytes_read") or 0)),
+                        ),
                         progress_done=max(1, int(progress.get("total") or 0) // MIB),
                         progress_total=max(1, int(progress.get("total") or 0) // MIB),
                         data={"sha256": answer["sha256"], "progress": progress},
@@ -120,7 +133,11 @@ def run_weights(run: Run, rows: dict[str, Any]) -> None:
                     failed.append(name)
                     run.fail(
                         rows["nodes"][name],
-                        f"no answer within {timeout:.0f}s (WEIGHTS_HASH_TIMEOUT_S)",
+                        message(
+                            "summary.no_answer_within",
+                            seconds=f"{timeout:.0f}",
+                            setting="WEIGHTS_HASH_TIMEOUT_S",
+                        ),
                     )
                 break
             time.sleep(0.25)
@@ -137,27 +154,31 @@ def _compare(
     failed: list[str],
 ) -> None:
     run.begin(row)
-    differ = weights.compare(manifests)
+    items = weights.compare_items(manifests)
+    differ = {node: [text(i) for i in its] for node, its in items.items()}
     run.result["weights"] = {
         "differ": differ,
         "nodes": sorted(manifests),
         "failed": sorted(failed),
     }
     if differ:
-        lines = [f"{node}: {text}" for node, texts in differ.items() for text in texts]
+        lines = [
+            message("summary.on_node", node=node, detail=i)
+            for node, its in items.items()
+            for i in its
+        ]
         raise run.fail(
             row,
-            "files differ: "
-            + "; ".join(lines[:10])
-            + (f"; and {len(lines) - 10} more" if len(lines) > 10 else "")
-            + " — copy them again from a good node (rsync -a --checksum)",
+            message("summary.files_differ", diffs=first_of(lines)),
             data={"differ": differ},
         )
     if failed:
-        raise run.fail(row, f"not every node answered: {', '.join(sorted(failed))}")
+        raise run.fail(
+            row, message("summary.not_every_node", nodes=", ".join(sorted(failed)))
+        )
     files = len(next(iter(manifests.values()))["sha256"]) if manifests else 0
     run.finish(
         row,
-        f"{files} files identical (sha256) on all {len(manifests)} nodes",
+        message("summary.weights_identical", files=files, count=len(manifests)),
         state=StepState.SUCCEEDED,
     )

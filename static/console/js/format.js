@@ -81,11 +81,34 @@
       var raw = node ? JSON.parse(node.textContent) : { messages: [], engine: {}, kinds: {} };
       ops = { checks: raw.checks || {}, engine: raw.engine || {}, kinds: raw.kinds || {}, opStates: raw.op_states || {}, stepStates: raw.step_states || {}, clusterStates: raw.cluster_states || {}, messages: (raw.messages || []).map(function (m) {
         return [new RegExp(m[0].replace(/\(\?P</g, "(?<")), m[1]];
+      }), byId: raw.by_id || {}, sentences: (raw.sentences || []).map(function (m) {
+        return [new RegExp(m[0].replace(/\(\?P</g, "(?<"), "g"), m[1]];
       }) };
     }
     return ops;
   }
+  function fillForm(form, params, each) {
+    return form.replace(/\{(\w+)\}/g, function (_, name) { return name in params ? each(params[name]) : "{" + name + "}"; });
+  }
+  // Known sentences inside longer English prose, as console/opsmessages.prose.
+  function prose(text) {
+    var changed = text;
+    catalog().sentences.forEach(function (s) {
+      changed = changed.replace(s[0], function () {
+        var groups = arguments[arguments.length - 1];
+        return fillForm(s[1], typeof groups === "object" && groups ? groups : {}, String);
+      });
+    });
+    return changed === text ? text : changed.replace(/([\u3001\u3002\uff08\uff09\uff0c\uff1a\uff1b]) /g, "$1");
+  }
+  // Stored text, a message {id, params} or a join {join, items}: as console/opsmessages.render.
   function msg(text) {
+    if (text && typeof text === "object") {
+      if ("join" in text) { return (text.items || []).map(msg).join(text.join); }
+      var form = catalog().byId[text.id];
+      if (form !== undefined) { return fillForm(form, text.params || {}, msg); }
+      return "";
+    }
     if (typeof text !== "string") { return text == null ? "" : String(text); }
     var list = catalog().messages;
     for (var i = 0; i < list.length; i++) {
@@ -95,14 +118,15 @@
         return list[i][1].replace(/\{(\w+)\}/g, function (_, name) { return name in groups ? msg(groups[name]) : "{" + name + "}"; });
       }
     }
-    return text;
+    return prose(text);
   }
   // A preflight check's {name, evidence, fix} in the reader's language, by its id and
   // params (console/opschecks.py); a check without a known id keeps its stored text.
   function check(c) {
     var forms = (catalog().checks || {})[c.id];
     if (!forms) { return { name: c.name || "", evidence: c.evidence || "", fix: c.fix || "" }; }
-    var params = c.params || {};
+    var params = Object.assign({}, c.params || {});
+    Object.keys(c.parts || {}).forEach(function (k) { params[k] = msg(c.parts[k]); });
     function fill(form) {
       return form.replace(/\{(\w+)\}/g, function (_, name) { return name in params ? String(params[name]) : "{" + name + "}"; });
     }

@@ -78,7 +78,7 @@
     text(row.querySelector(".step-summary"), failed.length ? failed.map(function (c) {
       var t = consoleFormat.check(c);
       return t.name + ": " + t.evidence;
-    }).join("; ") : consoleFormat.msg(step.summary));
+    }).join("; ") : consoleFormat.msg((step.data || {}).summary_msg || step.summary));
     var bar = row.querySelector(".step-progress");
     if (step.progress && step.progress[1]) {
       bar.hidden = false;
