@@ -179,6 +179,8 @@ MESSAGES: dict[str, str] = {
     "summary.target_fail": _lazy("{name} FAIL"),
     "summary.bench_rejected": _lazy("not accepted: {lines}"),
     "summary.bench_no_target": _lazy("no target at these shapes: {lines}"),
+    # an operation's error when a step failed (runbooks/base.py Run.fail): by id only
+    "op.step_error": _lazy("{step}: {summary}"),
 }
 
 # The items of detail lists the engine writes inside checks (engine/checktext.py ITEMS).
@@ -298,6 +300,19 @@ def message(mid: str, **params: Any) -> dict[str, Any]:
     """A message to store: its id and params; KeyError for an unknown id."""
     MESSAGES[mid]  # noqa: B018 - a typo must not ship as a silent English string
     return {"id": mid, "params": params}
+
+
+def operation_error(error: str, steps: Any) -> str:
+    """An operation's stored error in the active language: "{step}: {summary}" of the
+    step that failed (Run.fail) with both parts rendered; other errors as ``render``."""
+    for s in steps:
+        if s.state == "failed" and error == f"{s.name}: {s.summary}":
+            shown = getattr(s, "summary_text", None)  # the view's, checks included
+            summary = shown or render((s.data or {}).get("summary_msg") or s.summary)
+            return _(english("op.step_error")).format(
+                step=render(s.name), summary=summary
+            )
+    return render(error)
 
 
 def word(table: dict[str, str], value: str | None) -> str:

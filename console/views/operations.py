@@ -20,6 +20,7 @@ from console.models import (
     OperationState,
 )
 from console.opschecks import failed_summary
+from console.opsmessages import operation_error
 from console.opsmessages import render as render_ops
 from console.permissions import has_role, role_required
 from console.services.audit import client_ip
@@ -178,6 +179,7 @@ def operation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             if any((s.data or {}).get("checks") for s in steps)
             else preflight,
             "can_cancel": op.is_active and has_role(request.user, "operator"),
+            "error_text": operation_error(op.error, steps) if op.error else "",
         },
     )
 

@@ -26,7 +26,7 @@ from console.celery import app, node_queue
 from console.gateway.services import apikey_create, apikey_revoke
 from console.models import BenchmarkRun
 from console.models.operations import OperationStep, StepState
-from console.opsmessages import english_text, message
+from console.opsmessages import message
 from console.services import benchmarks
 from console.services.bench_runs import point_name
 from console.services.runbooks.base import Cancelled, Run
@@ -263,26 +263,23 @@ def run_bench(run: Run, rows: dict[str, Any]) -> None:
             for row, shape in zip(rows["points"], points, strict=True)
         ]
     run.result["benchmarks"] = [s.pk for s in stored]
-    row = rows["targets"]
+    judge(run, rows["targets"], stored)
+
+
+def judge(run: Run, row: OperationStep, stored: list[BenchmarkRun]) -> None:
+    """The targets step: each point against the profile's targets (and the baseline)."""
     run.begin(row)
     verdicts = {s.pk: benchmarks.verdict_of(s) for s in stored}
-    lines = [_verdict_line(s, verdicts[s.pk]) for s in stored]
-    english = [english_text(line) for line in lines]
+    # one line per point, whole in the stored message (the English text is cut at 500)
+    lines = join([_verdict_line(s, verdicts[s.pk]) for s in stored], " | ")
     run.result["verdicts"] = {str(k): v["passed"] for k, v in verdicts.items()}
     judged = [v["passed"] for v in verdicts.values() if v["passed"] is not None]
     if judged and not all(judged):
-        raise run.fail(
-            row,
-            message("summary.bench_rejected", lines=join(lines, " | ")),
-            lines=english,
-        )
+        raise run.fail(row, message("summary.bench_rejected", lines=lines))
     run.finish(
         row,
-        join(lines, " | ")
-        if judged
-        else message("summary.bench_no_target", lines=join(lines, " | ")),
+        lines if judged else message("summary.bench_no_target", lines=lines),
         state=StepState.SUCCEEDED if judged else StepState.WARNING,
-        log_tail="\n".join(english),
     )
 
 

@@ -36,6 +36,14 @@ VERIFY_SUMMARY = {
     "cannot_verify": "summary.verify_cannot",
 }
 
+
+def verify_summary(status: str, reason: str) -> dict[str, Any]:
+    """The verify-switch step's summary ("{status}: {reason}" in English)."""
+    return message(
+        VERIFY_SUMMARY.get(status, "summary.verify_not_switched"), reason=reason
+    )
+
+
 # -- failover verification -----------------------------------------------------------
 #
 # The verdict is engine.link_verify.verify_link_switch: the node's own HCCS packet rate
@@ -149,10 +157,7 @@ def verify_link_switch(run: Run, step: OperationStep, node_name: str) -> None:
     }
     run.finish(
         step,
-        message(
-            VERIFY_SUMMARY.get(verdict.status, "summary.verify_not_switched"),
-            reason=verdict.reason,
-        ),
+        verify_summary(verdict.status, verdict.reason),
         state=StepState.SUCCEEDED if verdict.ok else StepState.WARNING,
         data=run.result["verification"],
     )

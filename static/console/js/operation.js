@@ -65,6 +65,31 @@
     box.hidden = false;
   }
 
+  // A step's summary in the reader's language, as console/views/operations.py: a failed
+  // preflight step names its failing checks; else the stored message (or English text).
+  function summaryText(step) {
+    var failed = step.state === "failed" ? ((step.data || {}).checks || []).filter(function (c) { return c.status === "fail"; }) : [];
+    if (failed.length) {
+      return failed.map(function (c) { var t = consoleFormat.check(c); return t.name + ": " + t.evidence; }).join("; ");
+    }
+    return consoleFormat.msg((step.data || {}).summary_msg || step.summary);
+  }
+
+  // The last pushed state of each step: an operation's error names the step that failed.
+  var shown = {};
+  // "{step}: {summary}" of the failed step in the reader's language (opsmessages.operation_error).
+  function errorText(error) {
+    var seqs = Object.keys(shown);
+    for (var i = 0; i < seqs.length; i++) {
+      var st = shown[seqs[i]];
+      if (st.state === "failed" && error === st.name + ": " + st.summary) {
+        var summary = summaryText(st);  // a placeholder keeps it from being read as a message again
+        return consoleFormat.msg({ id: "op.step_error", params: { step: st.name, summary: "\u0000" } }).replace("\u0000", function () { return summary; });
+      }
+    }
+    return consoleFormat.msg(error);
+  }
+
   function renderStep(step) {
     var row = stepRow(step);
     row.className = "step step-" + step.state;
@@ -73,12 +98,7 @@
     text(badge, consoleFormat.stepState(step.state, step.state_label));
     text(row.querySelector(".step-name"), consoleFormat.msg(step.name));
     text(row.querySelector(".step-elapsed"), step.elapsed_s != null ? consoleFormat.duration(step.elapsed_s) : "");
-    // a failed preflight step names its failing checks: rebuilt in the reader's language
-    var failed = step.state === "failed" ? ((step.data || {}).checks || []).filter(function (c) { return c.status === "fail"; }) : [];
-    text(row.querySelector(".step-summary"), failed.length ? failed.map(function (c) {
-      var t = consoleFormat.check(c);
-      return t.name + ": " + t.evidence;
-    }).join("; ") : consoleFormat.msg((step.data || {}).summary_msg || step.summary));
+    text(row.querySelector(".step-summary"), summaryText(step));
     var bar = row.querySelector(".step-progress");
     if (step.progress && step.progress[1]) {
       bar.hidden = false;
@@ -98,6 +118,7 @@
       diag.appendChild(li);
     });
     renderChecks(row.querySelector(".step-checks"), (step.data || {}).checks);
+    shown[step.seq] = step;
     var logEl = row.querySelector(".step-log");
     if (step.log_tail) { logEl.hidden = false; text(logEl.querySelector("pre"), step.log_tail); }
   }
@@ -167,7 +188,7 @@
     }
     drawProgress();
     var err = document.getElementById("op-error");
-    if (msg.error) { err.hidden = false; text(err, msg.error); }
+    if (msg.error) { err.hidden = false; text(err, errorText(msg.error)); }
     if (["succeeded", "failed", "cancelled", "interrupted"].indexOf(msg.state) >= 0) {
       var cancel = document.getElementById("cancel-form");
       if (cancel) { cancel.remove(); }
