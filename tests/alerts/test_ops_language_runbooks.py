@@ -11,6 +11,7 @@ one are left out or fail the way they do without one.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from django.utils import timezone, translation
 
 from console.models import BenchmarkRun, Cluster, Node, Operation
 from console.opschecks import check, render_check
-from console.opsmessages import english_text, message, render
+from console.opsmessages import catalog_for_js, english_text, message, render
 from console.services.runbooks import bench as bench_runbook
 from console.services.runbooks import lifecycle, remedies
 from console.services.runbooks import weights as weights_runbook
@@ -290,3 +291,57 @@ def test_a_stored_message_keeps_its_english_for_logs() -> None:
         assert render(msg).startswith("已切换：")
         # the English stored by an older worker reads the same
         assert render(english_text(msg)) == render(msg)
+
+
+def test_format_js_renders_messages_joins_and_prose_like_the_server(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """consoleFormat.msg (static/console/js/format.js, run in node against the page's
+    catalogue) gives what console/opsmessages.render gives: stored message dicts, joins,
+    stored English, and known sentences inside longer prose (a remedy's "why")."""
+    import subprocess
+
+    node = shutil.which("node")
+    assert node, "node is needed to run format.js (Debian: apt-get install nodejs)"
+    ops = [
+        remedy_operation(cluster),
+        weights_operation(cluster, tmp_path),
+        benchmark_operation(cluster, tmp_path),
+    ]
+    values: list[Any] = [
+        s.data.get("summary_msg") or s.summary
+        for op in ops
+        for s in op.steps.order_by("seq")
+    ]
+    values += [s.summary for op in ops for s in op.steps.order_by("seq")]
+    values.append(
+        "Server model: Atlas 800T A3.\n1. escalate — can work here: yes; no restart. "
+        "No idle spare of the same server model (Atlas 800T A3) is available. [doc @1]"
+    )
+    (tmp_path / "checks").mkdir()
+    checks = _detail_checks(tmp_path / "checks", cluster)
+    with translation.override("zh-hans"):
+        catalogue = catalog_for_js()
+        expected = [render(v) for v in values]
+        expected_checks = [render_check(c) for c in checks]
+    assert expected[-1].startswith("服务器型号：Atlas 800T A3。")
+    script = Path(__file__).resolve().parents[2] / "static/console/js/format.js"
+    harness = (
+        "var catalog = " + json.dumps(catalogue) + ";\n"
+        "globalThis.window = globalThis;\n"
+        "globalThis.document = { cookie: '', documentElement: { getAttribute: function () { return 'UTC'; } },"
+        " getElementById: function (id) { return id === 'ops-catalog' ? { textContent: JSON.stringify(catalog) } : null; } };\n"
+        + script.read_text(encoding="utf-8")
+        + "\nconsole.log(JSON.stringify(["
+        + json.dumps(values)
+        + ".map(consoleFormat.msg), "
+        + json.dumps(checks)
+        + ".map(consoleFormat.check)]));\n"
+    )
+    out = subprocess.run(
+        [node, "-e", harness], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    shown, shown_checks = json.loads(out.stdout)
+    assert shown == expected
+    assert shown_checks == expected_checks
