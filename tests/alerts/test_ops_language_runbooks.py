@@ -345,3 +345,16 @@ def test_format_js_renders_messages_joins_and_prose_like_the_server(
     shown, shown_checks = json.loads(out.stdout)
     assert shown == expected
     assert shown_checks == expected_checks
+
+
+def test_a_nodes_stored_detection_evidence_reads_in_zh_hans() -> None:
+    """Node.detected_server_model_evidence keeps the English (the link-fault plan on the
+    node page shows it through |ops)."""
+    found = detect_server_model("Atlas 800I A2", "910B3")
+    assert found.evidence == "SMBIOS product name 'Atlas 800I A2'; chip 910B3 (910B)."
+    with translation.override("zh-hans"):
+        assert render(found.evidence) == render(found.evidence_item)
+        assert (
+            render(found.evidence)
+            == "SMBIOS 产品名称 'Atlas 800I A2'；芯片 910B3（910B）。"
+        )
