@@ -9,9 +9,13 @@ writers, and the pages are rendered in zh-Hans; no sentence of the English catal
 from __future__ import annotations
 
 import html
+import json
 import re
+import shutil
 import socket
+import subprocess
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -328,24 +332,11 @@ def test_a_rule_name_an_admin_typed_is_shown_as_typed() -> None:
         assert render("HCCS link loss on rack 7") == "HCCS link loss on rack 7"
 
 
-def test_format_js_renders_a_pushed_check_and_rule_name_like_the_server() -> None:
-    """static/console/js/format.js (consoleFormat.check / .msg) against the catalogue the
-    page carries, in node: the same zh-Hans text as console/opschecks.render_check."""
-    import json
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    from console.opsmessages import catalog_for_js
-
+def run_format_js(catalogue: dict[str, Any], expression: str) -> Any:
+    """Evaluate ``expression`` with static/console/js/format.js loaded in node, on the
+    page's catalogue; returns its JSON value."""
     node = shutil.which("node")
     assert node, "node is needed to run format.js (Debian: apt-get install nodejs)"
-    hbm = Check.of(
-        "hbm_free.busy_pids", "fail", busy="NPU 0: 30000/65536 MB", pids=[10484]
-    ).to_dict()
-    with translation.override("zh-hans"):
-        catalogue = catalog_for_js()
-        expected = render_check(hbm)
     script = Path(__file__).resolve().parents[2] / "static/console/js/format.js"
     harness = (
         "var catalog = " + json.dumps(catalogue) + ";\n"
@@ -353,16 +344,36 @@ def test_format_js_renders_a_pushed_check_and_rule_name_like_the_server() -> Non
         "globalThis.document = { cookie: '', documentElement: { getAttribute: function () { return 'UTC'; } },"
         " getElementById: function (id) { return id === 'ops-catalog' ? { textContent: JSON.stringify(catalog) } : null; } };\n"
         + script.read_text(encoding="utf-8")
-        + "\nconsole.log(JSON.stringify([consoleFormat.check("
-        + json.dumps(hbm)
-        + "),"
-        " consoleFormat.msg('HCCS link loss'), consoleFormat.msg('My rule')]));\n"
+        + "\nconsole.log(JSON.stringify("
+        + expression
+        + "));\n"
     )
     out = subprocess.run(
         [node, "-e", harness], capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 0, out.stderr
-    check_js, rule_js, typed_js = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def test_format_js_renders_a_pushed_check_and_rule_name_like_the_server() -> None:
+    """static/console/js/format.js (consoleFormat.check / .msg) against the catalogue the
+    page carries, in node: the same zh-Hans text as console/opschecks.render_check."""
+    from console.opsmessages import catalog_for_js
+
+    with translation.override("zh-hans"):
+        catalogue = catalog_for_js()
+    hbm = Check.of(
+        "hbm_free.busy_pids", "fail", busy="NPU 0: 30000/65536 MB", pids=[10484]
+    ).to_dict()
+    with translation.override("zh-hans"):
+        expected = render_check(hbm)
+    out = run_format_js(
+        catalogue,
+        "[consoleFormat.check("
+        + json.dumps(hbm)
+        + "), consoleFormat.msg('HCCS link loss'), consoleFormat.msg('My rule')]",
+    )
+    check_js, rule_js, typed_js = out
     assert check_js == expected
     assert rule_js == "HCCS 链路丢包" and typed_js == "My rule"
 

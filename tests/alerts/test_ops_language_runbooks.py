@@ -11,7 +11,6 @@ one are left out or fail the way they do without one.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from engine.checktext import item, join
 from engine.link_verify import verify_link_switch
 from engine.parsers.server_model import detect_server_model
 from engine.preflight import Check
-from tests.alerts.test_ops_language import untranslated, zh_page
+from tests.alerts.test_ops_language import run_format_js, untranslated, zh_page
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -299,10 +298,6 @@ def test_format_js_renders_messages_joins_and_prose_like_the_server(
     """consoleFormat.msg (static/console/js/format.js, run in node against the page's
     catalogue) gives what console/opsmessages.render gives: stored message dicts, joins,
     stored English, and known sentences inside longer prose (a remedy's "why")."""
-    import subprocess
-
-    node = shutil.which("node")
-    assert node, "node is needed to run format.js (Debian: apt-get install nodejs)"
     ops = [
         remedy_operation(cluster),
         weights_operation(cluster, tmp_path),
@@ -325,24 +320,14 @@ def test_format_js_renders_messages_joins_and_prose_like_the_server(
         expected = [render(v) for v in values]
         expected_checks = [render_check(c) for c in checks]
     assert expected[-1].startswith("服务器型号：Atlas 800T A3。")
-    script = Path(__file__).resolve().parents[2] / "static/console/js/format.js"
-    harness = (
-        "var catalog = " + json.dumps(catalogue) + ";\n"
-        "globalThis.window = globalThis;\n"
-        "globalThis.document = { cookie: '', documentElement: { getAttribute: function () { return 'UTC'; } },"
-        " getElementById: function (id) { return id === 'ops-catalog' ? { textContent: JSON.stringify(catalog) } : null; } };\n"
-        + script.read_text(encoding="utf-8")
-        + "\nconsole.log(JSON.stringify(["
+    shown, shown_checks = run_format_js(
+        catalogue,
+        "["
         + json.dumps(values)
         + ".map(consoleFormat.msg), "
         + json.dumps(checks)
-        + ".map(consoleFormat.check)]));\n"
+        + ".map(consoleFormat.check)]",
     )
-    out = subprocess.run(
-        [node, "-e", harness], capture_output=True, text=True, timeout=30
-    )
-    assert out.returncode == 0, out.stderr
-    shown, shown_checks = json.loads(out.stdout)
     assert shown == expected
     assert shown_checks == expected_checks
 
