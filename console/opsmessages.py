@@ -63,6 +63,15 @@ MESSAGES: dict[str, str] = {
     "bench.point_rate": _lazy("{rate} req/s"),
     "bench.point_at_once": _lazy("all at once"),
     "step.bench_targets": _lazy("Check the results against the profile's targets"),
+    "step.gate": _lazy("Correctness gate"),
+    # the gate's verdicts (engine/gate.py verdict; console/services/acceptance.py)
+    "gate.failed": _lazy("correctness gate failed: {reason}"),
+    "gate.insane": _lazy("{count} answer(s) failed sanity; {sample}: {problem}"),
+    "gate.low": _lazy(
+        "accuracy {accuracy} < baseline {baseline} − threshold {threshold} (wrong: {wrong})"
+    ),
+    "gate.ok": _lazy("accuracy {accuracy} ≥ {floor}; every answer sane"),
+    "gate.off": _lazy("gate off for this cluster"),
     "step.verify_switch": _lazy(
         "Verify the switch on {node}: HCCS counters still, RoCE counters growing"
     ),

@@ -66,3 +66,19 @@ def test_it_translates_known_sentences_inside_longer_prose() -> None:
         ) == ("服务器型号：Atlas 800T A3。\n1. escalate — 在此可行：是；不重启。")
     with translation.override("en"):
         assert prose(text) == text
+
+
+def test_the_gate_step_and_its_verdicts_read_in_zh_hans() -> None:
+    from django.utils import translation
+
+    from console.opsmessages import render
+
+    with translation.override("zh-hans"):
+        assert render("Correctness gate") == "正确性检查"
+        assert render("accuracy 1.00 ≥ 0.80; every answer sane") == (
+            "准确率 1.00 ≥ 0.80；所有回答均合理"
+        )
+        failed = render(
+            "correctness gate failed: 2 answer(s) failed sanity; arith-add: wrong"
+        )
+        assert failed.startswith("正确性检查未通过：2 个回答未通过合理性检查")
