@@ -16,8 +16,12 @@ never an error for the change itself.
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -76,13 +80,36 @@ def send_on_commit(signal: Signal, sender: type, **kwargs: object) -> None:
 sockets_log = logging.getLogger("console.consumers")
 
 
+_offline = threading.local()
+
+
+@contextmanager
+def sockets_offline() -> Iterator[None]:
+    """Within this block no socket is told of access changes: nothing can hold one
+    (``make run`` seeds its users before the channel layer's Redis or any web process
+    starts)."""
+    _offline.depth = getattr(_offline, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _offline.depth -= 1
+
+
 def _send(group: str, event_type: str) -> None:
+    if getattr(_offline, "depth", 0):
+        return
+
     def send() -> None:
         try:
             layer = get_channel_layer()
             if layer is not None:
                 async_to_sync(layer.group_send)(group, {"type": event_type})
-        except Exception:  # noqa: BLE001 -- the change is committed; the sockets re-check on their next message
+        except (ConnectionError, redis.exceptions.ConnectionError) as exc:
+            # the change is committed; the sockets re-check on their next message
+            sockets_log.warning(
+                "could not tell the sockets of %s to %s: %s", group, event_type, exc
+            )
+        except Exception:  # noqa: BLE001 -- same, but unexpected: keep the traceback
             sockets_log.exception(
                 "could not tell the sockets of %s to %s", group, event_type
             )

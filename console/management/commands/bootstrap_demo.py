@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from typing import Any
 
 import redis
@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand
 
 from console.gateway import changes
 from console.services.inventory import credentials_path, demo_seed, demo_users_ensure
+from console.signals import sockets_offline
 
 
 class Command(BaseCommand):
@@ -24,7 +25,9 @@ class Command(BaseCommand):
             changes._client().ping()
             bumps: Any = nullcontext()
         except redis.RedisError:
-            bumps = changes.quiet()
+            bumps = ExitStack()  # and no socket exists yet to tell of the new users
+            bumps.enter_context(changes.quiet())
+            bumps.enter_context(sockets_offline())
         with bumps:
             call_command("migrate", interactive=False, verbosity=0)
             demo_seed()
