@@ -565,3 +565,72 @@ def test_it_serves_0_33_metrics_and_count_tokens(tmp_path: Path) -> None:
         assert r.status_code == 200 and r.json()["input_tokens"] > 3
     finally:
         proc.stop()
+
+
+def _content_events(port: int, path: str, body: dict[str, object]) -> list[str]:
+    """The text of each streamed content event of one request."""
+    texts = []
+    with httpx.Client(timeout=30) as client:
+        with client.stream("POST", f"http://127.0.0.1:{port}{path}", json=body) as resp:
+            assert resp.status_code == 200
+            for line in resp.iter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                choices = json.loads(line[6:])["choices"]
+                if not choices:
+                    continue  # the usage chunk
+                c = choices[0]
+                text = c["delta"].get("content") if "delta" in c else c["text"]
+                if text:
+                    texts.append(text)
+    return texts
+
+
+def test_stream_interval_groups_tokens_like_vllm(tmp_path: Path) -> None:
+    """--stream-interval 4: the first token alone, then 4 at a time, the rest at the
+    end (10 tokens -> 1 + 4 + 4 + 1 events); the text is the same as one per token."""
+    port = free_port()
+    proc = SimProcess(
+        serve_args(port, "--stream-interval", "4"), tmp_path / "interval.log"
+    )
+    try:
+        wait_health(port, 200, proc)
+        for path, body in (
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+            ("/v1/completions", {"prompt": "hi"}),
+        ):
+            req = {"model": MODEL, "max_tokens": 10, "ignore_eos": True, **body}
+            events = _content_events(port, path, {**req, "stream": True})
+            plain = httpx.post(f"http://127.0.0.1:{port}{path}", json=req).json()
+            choice = plain["choices"][0]
+            whole = (
+                choice["message"]["content"] if "message" in choice else choice["text"]
+            )
+            assert "".join(events) == whole
+            assert plain["usage"]["completion_tokens"] == 10
+            assert len(events) == 4, events
+    finally:
+        proc.stop()
+
+
+def test_stream_interval_one_is_an_event_per_token(
+    server: tuple[int, SimProcess],
+) -> None:
+    port, _ = server
+    events = _content_events(
+        port,
+        "/v1/completions",
+        {
+            "model": MODEL,
+            "prompt": "hi",
+            "max_tokens": 7,
+            "ignore_eos": True,
+            "stream": True,
+        },
+    )
+    assert len(events) == 7
+
+
+def test_it_refuses_a_stream_interval_below_one() -> None:
+    res = run_cli("serve", "/m", "--stream-interval", "0")
+    assert res.returncode == 2 and "--stream-interval" in res.stderr

@@ -67,6 +67,8 @@ class ServeArgs:
     dtype: str = "auto"
     quantization: str | None = None
     num_gpu_blocks_override: int | None = None
+    # tokens per streamed event after the first (vLLM SchedulerConfig.stream_interval)
+    stream_interval: int = 1
     # the API keys /v1/* requires; empty: no authentication (see server.authenticate)
     api_keys: tuple[str, ...] = ()
 
@@ -266,8 +268,23 @@ def parse_serve_args(argv: list[str], version: str | None = None) -> ServeArgs:
         num_gpu_blocks_override=int(a["num_gpu_blocks_override"])
         if str(a.get("num_gpu_blocks_override") or "").isdigit()
         else None,
+        stream_interval=_stream_interval(a.get("stream_interval"), parser),
         api_keys=api_keys(a.get("api_key")),
     )
+
+
+def _stream_interval(value: str | None, parser: argparse.ArgumentParser) -> int:
+    """--stream-interval: an int >= 1, default 1 (vllm/config/scheduler.py,
+    ``stream_interval: int = Field(default=1, ge=1)``; vLLM refuses 0 at start-up)."""
+    if value is None:
+        return 1
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        parser.error(f"argument --stream-interval: {value!r} is not an integer >= 1")
+    return n
 
 
 def api_keys(from_flag: list[str] | None) -> tuple[str, ...]:

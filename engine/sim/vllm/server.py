@@ -15,7 +15,7 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,6 +242,25 @@ async def _tokens(request: web.Request, state: ServerState, stream: Stream) -> A
         yield item
 
 
+async def _events(
+    request: web.Request, state: ServerState, stream: Stream
+) -> AsyncIterator[list[int]]:
+    """The token indexes of each streamed event, as vLLM's output processor groups
+    them with ``--stream-interval N``: the first token at once, then every N tokens,
+    and whatever is left when the request finishes (vllm/v1/engine/output_processor.py,
+    RequestState.make_request_output: "Send output request only when 1. It has
+    finished, or 2. It is the first token, or 3. It has reached the stream interval
+    number of tokens"). N = 1 (the default): one event per token."""
+    interval, pending, sent = state.args.stream_interval, [], False
+    async for i in _tokens(request, state, stream):
+        pending.append(i)
+        if not sent or len(pending) >= interval or i == stream.output_len - 1:
+            yield pending
+            pending, sent = [], True
+    if pending:
+        yield pending
+
+
 async def _collect(request: web.Request, state: ServerState, stream: Stream) -> None:
     async for _ in _tokens(request, state, stream):
         pass
@@ -440,11 +459,11 @@ def build_app(state: ServerState) -> web.Application:
         try:
             await resp.write(chunk({"role": "assistant", "content": ""}, None))
             sent = 0
-            async for i in _tokens(request, state, stream):
-                last = i == stream.output_len - 1
+            async for group in _events(request, state, stream):
+                last = group[-1] == stream.output_len - 1
                 await resp.write(
                     chunk(
-                        {"content": pieces[i]},
+                        {"content": "".join(pieces[i] for i in group)},
                         stream.completion.finish_reason if last else None,
                     )
                 )
@@ -544,10 +563,13 @@ def build_app(state: ServerState) -> web.Application:
         resp = await _sse(request)
         try:
             sent = 0
-            async for i in _tokens(request, state, stream):
-                last = i == stream.output_len - 1
+            async for group in _events(request, state, stream):
+                last = group[-1] == stream.output_len - 1
                 await resp.write(
-                    chunk(pieces[i], stream.completion.finish_reason if last else None)
+                    chunk(
+                        "".join(pieces[i] for i in group),
+                        stream.completion.finish_reason if last else None,
+                    )
                 )
                 sent += 1
             if sent == 0:
