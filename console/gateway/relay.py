@@ -16,7 +16,7 @@ import redis
 from console.gateway import ratelimit, routing, translate
 from console.gateway.admission import positive_int
 from console.gateway.snapshot import KeyInfo
-from console.gateway.sse import sse_batches, sse_data, sse_events
+from console.gateway.sse import sse_data, sse_events
 from console.gateway.upstream_errors import upstream_error
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class Call:
         if self.streamed:
             prompt = self.usage.get("prompt_tokens") or self.prompt_estimate
             completion = self.usage.get("completion_tokens", 0)
-            if self.complete:
+            if self.complete and "completion_tokens" in self.usage:
                 return prompt, completion
             return prompt, max(completion, self.events)
         if "completion_tokens" in self.usage:
@@ -116,30 +116,63 @@ async def _chunks(call: Call, resp: aiohttp.ClientResponse) -> AsyncIterator[byt
 async def relay(
     call: Call, resp: aiohttp.ClientResponse, *, drop_usage_chunk: bool
 ) -> AsyncIterator[bytes]:
-    """Pass each upstream event on as it arrives; closing this generator (client gone)
-    closes the upstream stream."""
+    """Pass each read's whole events on as they arrive; closing this generator (client
+    gone) closes the upstream stream.
+
+    One loop per read, no per-event work on the common path: a read that ends on an
+    event boundary (an engine writes whole events) goes out as it came; only the usage
+    event (once per stream) is parsed. A relayed event costs one read and one write
+    (see README "Gateway performance").
+    """
+    content, rest = resp.content, b""
     try:
-        async for events in sse_batches(_chunks(call, resp)):
-            call.events += len(events)
-            if any(b'"usage"' in event for event in events):
-                kept = []
-                for event in events:
-                    if b'"usage"' in event:
-                        data = sse_data(event)
-                        call.read_usage(data)
-                        if (
-                            drop_usage_chunk
-                            and isinstance(data, dict)
-                            and data.get("choices") == []
-                        ):
-                            continue  # the usage chunk the gateway asked for
-                    kept.append(event)
-                events = kept
-            if events:
-                yield events[0] if len(events) == 1 else b"".join(events)
+        while True:
+            try:
+                chunk = await content.readany()
+            except (TimeoutError, aiohttp.ClientError):
+                call.broken = True
+                await upstream_error(call.upstream.cluster_id)
+                break
+            if not chunk:
+                break
+            if rest or b"\r" in chunk or not chunk.endswith(b"\n\n"):
+                # part of an event (or CRLF line ends): keep what is not whole yet
+                rest = (rest + chunk).replace(b"\r\n", b"\n")
+                end = rest.rfind(b"\n\n")
+                if end == -1:
+                    continue
+                chunk, rest = rest[: end + 2], rest[end + 2 :]
+            call.events += chunk.count(b"\n\n")
+            if b'"usage"' in chunk:
+                chunk = _take_usage(call, chunk, drop_usage_chunk)
+                if not chunk:
+                    continue
+            yield chunk
+        if rest.strip():
+            call.events += 1
+            yield rest + b"\n\n"
         call.complete = not call.broken
     finally:
         await release(call, resp)
+
+
+def _take_usage(call: Call, chunk: bytes, drop_usage_chunk: bool) -> bytes:
+    """Read the token counts from the events of ``chunk`` that carry usage; without
+    the usage-only chunk the gateway asked for (``choices: []``) when the client did
+    not."""
+    kept = []
+    for event in chunk[:-2].split(b"\n\n"):
+        if b'"usage"' in event:
+            data = sse_data(event)
+            call.read_usage(data)
+            if (
+                drop_usage_chunk
+                and isinstance(data, dict)
+                and data.get("choices") == []
+            ):
+                continue
+        kept.append(event + b"\n\n")
+    return b"".join(kept)
 
 
 async def _counted(call: Call, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

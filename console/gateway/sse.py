@@ -21,23 +21,6 @@ async def sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         yield buf + b"\n\n"
 
 
-async def sse_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
-    """The complete events of each chunk read, together (a relay writes them to the
-    client in one send instead of one per event)."""
-    buf = b""
-    async for chunk in chunks:
-        buf += chunk.replace(b"\r\n", b"\n") if b"\r" in chunk else chunk
-        start, events = 0, []
-        while (end := buf.find(b"\n\n", start)) != -1:
-            events.append(buf[start : end + 2])
-            start = end + 2
-        if events:
-            buf = buf[start:]
-            yield events
-    if buf.strip():
-        yield [buf + b"\n\n"]
-
-
 def sse_data(event: bytes) -> Any:
     """The JSON of an event's ``data:`` line; the string "[DONE]" for OpenAI's end
     marker; None without data."""

@@ -1,19 +1,29 @@
-"""Gateway overhead: the same streams sent to the sim engine directly and through the
-console's /v1 gateway.
+"""Gateway overhead: the same streams sent to the sim engine directly, through the
+console's /v1 gateway and (for reference) through nginx.
 
     .venv/bin/python tests/bench/bench_gateway.py [--tokens 128] [--rounds 4]
-        [--scale 0.2] [--workers 1]
+        [--scale 0.2] [--workers 1] [--stream-interval 1] [--levels 1,16,64]
+        [--no-nginx] [--profile FILE]
 
 Real parts: a sim vLLM engine (engine.sim.vllm, 1 node, DP1), uvicorn serving
 console.asgi with the gateway in front of it (``--workers`` processes), the bundled
-Redis (rate limits, usage counters), a SQLite database (keys, usage). At 1, 16 and 64
-concurrent streaming chat completions, direct and gateway runs alternate in one
-process; the table prints, per level: TTFT p50/p99 (request sent -> first content
-chunk) direct and through the gateway, the gateway's added TTFT p50/p99, relayed
-tokens/s (all streams' content chunks / wall time) and their ratio gateway/direct,
-and the gateway's CPU seconds per request: the CPU time (user + system, from
-/proc) the uvicorn process tree spent during the gateway run, divided by the
-requests of that run.
+Redis (rate limits, usage counters), a SQLite database (keys, usage), and Debian's
+nginx as a plain reverse proxy to the same engine (``proxy_buffering off``, pooled
+upstream connections: what a relay written in C costs on this machine; `make
+deploy-tools` installs it). At each concurrency level the direct, gateway and nginx
+runs alternate in one process with the same client (aiohttp, one pooled session per
+run); the table prints, per level: TTFT p50/p99 (request sent -> first content
+chunk) direct and through the gateway, the gateway's added TTFT p50/p99, the
+engine's own mean TTFT in each run (its vllm:time_to_first_token_seconds histogram:
+arrival at the engine -> first token; what of the added TTFT happened inside the
+engine rather than on the gateway's path), relayed
+tokens/s and the ratio gateway/direct, and CPU per request (user + system from
+/proc, over the run, divided by its requests) of the gateway process tree, the
+engine (during the direct run), nginx (during its run) and this client.
+
+``--stream-interval N`` starts the engine with vLLM's ``--stream-interval`` (an
+event carries up to N tokens; vLLM sends the first token at once). ``--tokens 1``
+measures the fixed cost per request (one content event).
 """
 
 from __future__ import annotations
@@ -21,13 +31,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import _env  # noqa: F401  (environment, Redis, database)
+import aiohttp
 import httpx
 
 from console.engine_auth import engine_api_key, engine_headers
@@ -37,38 +50,87 @@ from tests.factories import free_port, make_cluster, make_profile
 
 MODEL = "bench-model"
 PY_SPY = os.environ.get("PY_SPY", "py-spy")
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+# nginx as a plain streaming reverse proxy: no buffering, pooled HTTP/1.1 upstream
+# connections (nginx docs: ngx_http_upstream_module "keepalive",
+# ngx_http_proxy_module "proxy_buffering").
+NGINX_CONF = """\
+daemon off;
+user root;
+pid {root}/nginx.pid;
+error_log {root}/error.log;
+worker_processes 1;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {root}/body;
+    proxy_temp_path {root}/proxy;
+    fastcgi_temp_path {root}/fastcgi;
+    uwsgi_temp_path {root}/uwsgi;
+    scgi_temp_path {root}/scgi;
+    upstream engine {{ server 127.0.0.1:{engine_port}; keepalive 256; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://engine;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def wait_ready(proc: subprocess.Popen[bytes], url: str, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"{what} did not come up")
 
 
 def start_server(
     workers: int, profile: str | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """uvicorn serving console.asgi with ``workers`` processes (WEB_CONCURRENCY);
-    under ``py-spy record`` (raw collapsed stacks to ``profile``) when asked."""
+    under ``py-spy record`` (raw collapsed stacks to ``profile``; PY_SPY_ARGS adds
+    options, e.g. --native) when asked."""
     port = free_port()
     argv = [sys.executable, "-m", "uvicorn", "console.asgi:application"]
     if profile:
-        argv = [PY_SPY, "record", "--format", "raw", "-r", "100", "-o", profile, "--"]
-        argv += [sys.executable, "-m", "uvicorn", "console.asgi:application"]
+        spy = [PY_SPY, "record", *os.environ.get("PY_SPY_ARGS", "").split()]
+        argv = [*spy, "--format", "raw", "-r", "100", "-o", profile, "--", *argv]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     if workers > 1:
         argv += ["--workers", str(workers)]
     env = {**os.environ, "WEB_CONCURRENCY": str(workers)}
     proc = subprocess.Popen(argv, cwd=_env.ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("uvicorn did not come up")
+    wait_ready(proc, f"{base}/healthz", "uvicorn")
+    return proc, base
+
+
+def start_nginx(engine_port: int) -> tuple[subprocess.Popen[bytes], str, str]:
+    root = tempfile.mkdtemp(prefix="bench-nginx-")
+    port = free_port()
+    conf = Path(root) / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(root=root, port=port, engine_port=engine_port))
+    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", root])
+    base = f"http://127.0.0.1:{port}"
+    wait_ready(proc, f"{base}/health", "nginx")
+    return proc, base, root
 
 
 def cpu_seconds(root: int) -> float:
     """User + system CPU seconds of process ``root`` and its live children (Linux
-    /proc; the children are uvicorn's worker processes)."""
+    /proc; the children are uvicorn's or nginx's worker processes)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -82,7 +144,24 @@ def cpu_seconds(root: int) -> float:
     return total
 
 
-def start_engine(scale: float) -> tuple[subprocess.Popen[bytes], str]:
+def engine_ttft(url: str) -> tuple[float, float]:
+    """(sum, count) of the engine's own TTFT histogram (arrival at the engine -> first
+    token), vllm:time_to_first_token_seconds on its /metrics."""
+    total = count = 0.0
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("vllm:time_to_first_token_seconds_sum"):
+            total += float(line.split()[-1])
+        elif line.startswith("vllm:time_to_first_token_seconds_count"):
+            count += float(line.split()[-1])
+    return total, count
+
+
+def own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def start_engine(scale: float, interval: int) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {
         **os.environ,
@@ -109,24 +188,19 @@ def start_engine(scale: float) -> tuple[subprocess.Popen[bytes], str]:
         "16384",
         "--max-num-seqs",
         "256",
+        "--stream-interval",
+        str(interval),
     ]
     proc = subprocess.Popen(argv, cwd=_env.ROOT, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("sim engine did not become healthy")
+    wait_ready(proc, f"{url}/health", "sim engine")
+    return proc, url
 
 
 async def one_stream(
-    client: httpx.AsyncClient, url: str, headers: dict[str, str], tokens: int
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str], tokens: int
 ) -> tuple[float, int]:
+    """(TTFT, content events) of one streamed chat completion."""
     body = {
         "model": MODEL,
         "messages": [{"role": "user", "content": "Benchmark the gateway."}],
@@ -135,50 +209,72 @@ async def one_stream(
         "stream": True,
     }
     started = time.perf_counter()
-    ttft, pieces = 0.0, 0
-    async with client.stream(
-        "POST", f"{url}/v1/chat/completions", json=body, headers=headers
+    ttft, events = 0.0, 0
+    async with session.post(
+        f"{url}/v1/chat/completions", json=body, headers=headers
     ) as resp:
         resp.raise_for_status()
-        async for line in resp.aiter_lines():
-            if (
-                line.startswith("data: ")
-                and '"content": "' in line
-                and '"content": ""' not in line
-            ):
-                if pieces == 0:
+        async for line in resp.content:
+            if line.startswith(b"data: ") and b'"content": "' in line:
+                if b'"content": ""' in line:
+                    continue  # the role chunk
+                if events == 0:
                     ttft = time.perf_counter() - started
-                pieces += 1
-    return ttft, pieces
+                events += 1
+    return ttft, events
 
 
 async def batch(
     url: str, headers: dict[str, str], concurrency: int, count: int, tokens: int
 ) -> dict[str, float]:
-    limits = httpx.Limits(
-        max_connections=concurrency, max_keepalive_connections=concurrency
-    )
-    async with httpx.AsyncClient(timeout=300, limits=limits, trust_env=False) as client:
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=300)
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=timeout, trust_env=False
+    ) as session:
         sem = asyncio.Semaphore(concurrency)
 
         async def run() -> tuple[float, int]:
             async with sem:
-                return await one_stream(client, url, headers, tokens)
+                return await one_stream(session, url, headers, tokens)
 
-        started = time.perf_counter()
+        cpu0, started = own_cpu(), time.perf_counter()
         results = await asyncio.gather(*(run() for _ in range(count)))
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, own_cpu() - cpu0
     ttfts = [r[0] * 1000 for r in results]
+    if any(r[1] == 0 for r in results):
+        raise SystemExit(f"{url}: a stream carried no content")
     return {
         "p50": _env.percentile(ttfts, 0.5),
         "p99": _env.percentile(ttfts, 0.99),
-        "tps": sum(r[1] for r in results) / wall,
+        "tps": tokens * count / wall,  # ignore_eos: every stream carries `tokens`
+        "events": sum(r[1] for r in results) / count,
+        "client_cpu": cpu / count * 1000,
     }
 
 
+def measured(
+    pid: int,
+    engine_url: str,
+    url: str,
+    headers: dict[str, str],
+    conc: int,
+    count: int,
+    tokens: int,
+) -> tuple[dict[str, float], float]:
+    """One run and the CPU ms per request process ``pid`` (and children) spent; the
+    result carries the engine's own mean TTFT over the run (``engine_ttft``, ms)."""
+    cpu0, (t0, n0) = cpu_seconds(pid), engine_ttft(engine_url)
+    result = asyncio.run(batch(url, headers, conc, count, tokens))
+    cpu = (cpu_seconds(pid) - cpu0) / count * 1000
+    t1, n1 = engine_ttft(engine_url)
+    result["engine_ttft"] = (t1 - t0) / max(1.0, n1 - n0) * 1000
+    return result, cpu
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tokens", type=int, default=128)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=128, help="tokens per stream")
     parser.add_argument(
         "--rounds",
         type=int,
@@ -195,6 +291,16 @@ def main() -> None:
         "--workers", type=int, default=1, help="uvicorn worker processes"
     )
     parser.add_argument(
+        "--stream-interval",
+        type=int,
+        default=1,
+        help="the engine's --stream-interval (tokens per streamed event after the "
+        "first)",
+    )
+    parser.add_argument(
+        "--no-nginx", action="store_true", help="skip the nginx reference runs"
+    )
+    parser.add_argument(
         "--profile",
         metavar="FILE",
         help="run the gateway under py-spy (PY_SPY=path) and write its collapsed "
@@ -205,9 +311,13 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    engine, engine_url = start_engine(args.scale)
+    engine, engine_url = start_engine(args.scale, args.stream_interval)
+    engine_port = int(engine_url.rsplit(":", 1)[1])
     os.environ["GATEWAY_USAGE_FLUSH_S"] = "5"
     server, gateway_url = start_server(args.workers, args.profile)
+    nginx = None
+    if not args.no_nginx:
+        nginx, nginx_url, nginx_root = start_nginx(engine_port)
     try:
         profile = make_profile(
             name="bench",
@@ -216,9 +326,8 @@ def main() -> None:
             data_parallel_size=1,
         )
         cluster = make_cluster(name="bench", nodes=1, profile=profile)
-        port = int(engine_url.rsplit(":", 1)[1])
         Node.objects.filter(cluster=cluster, rank=0).update(
-            management_ip="127.0.0.1", api_port=port
+            management_ip="127.0.0.1", api_port=engine_port
         )
         cluster.state = ClusterState.RUNNING
         cluster.save(update_fields=["state"])
@@ -226,41 +335,47 @@ def main() -> None:
             name="bench", user=None, rpm=1_000_000, tpm=1_000_000_000
         )
         auth = {"Authorization": f"Bearer {secret}"}
-        # Warm up both paths (connections, first queries).
+        direct = engine_headers("bench")
+        # Warm up every path (connections, first queries).
         asyncio.run(batch(gateway_url, auth, 4, 8, 8))
-        asyncio.run(batch(engine_url, engine_headers("bench"), 4, 8, 8))
+        asyncio.run(batch(engine_url, direct, 4, 8, 8))
+        if nginx:
+            asyncio.run(batch(nginx_url, direct, 4, 8, 8))
         load = os.getloadavg()
         print(
-            f"{args.tokens} tokens per stream, SIM_TIME_SCALE={args.scale}, "
-            f"{args.workers} gateway process(es), {os.cpu_count()} cores, "
-            f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+            f"{args.tokens} tokens per stream, --stream-interval {args.stream_interval}"
+            f", SIM_TIME_SCALE={args.scale}, {args.workers} gateway process(es), "
+            f"{os.cpu_count()} cores, load average before: "
+            f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
         )
-        head = ["streams", "reqs", "TTFT p50 ms direct/gw", "TTFT p99 ms direct/gw"]
-        head += ["added p50/p99 ms", "tok/s direct/gw", "ratio", "gw CPU ms/req"]
-        head += ["engine CPU ms/req"]
+        head = ["streams", "reqs", "events/req", "TTFT p50 ms direct/gw"]
+        head += ["TTFT p99 ms direct/gw", "added p50/p99 ms"]
+        head += ["engine's own TTFT mean direct/gw", "tok/s direct/gw"]
+        head += ["ratio", "CPU ms/req gw", "engine", "nginx", "client"]
         print(" | ".join(head))
         for concurrency in [int(x) for x in args.levels.split(",")]:
             count = max(32, args.rounds * concurrency)
-            e0 = cpu_seconds(engine.pid)
-            d = asyncio.run(
-                batch(
-                    engine_url, engine_headers("bench"), concurrency, count, args.tokens
-                )
-            )
-            engine_cpu = (cpu_seconds(engine.pid) - e0) / count * 1000
-            cpu0 = cpu_seconds(server.pid)
-            g = asyncio.run(batch(gateway_url, auth, concurrency, count, args.tokens))
-            cpu = (cpu_seconds(server.pid) - cpu0) / count * 1000
+            run = (concurrency, count, args.tokens)
+            d, engine_cpu = measured(engine.pid, engine_url, engine_url, direct, *run)
+            g, cpu = measured(server.pid, engine_url, gateway_url, auth, *run)
+            nginx_cpu = "-"
+            if nginx:
+                _, n_cpu = measured(nginx.pid, engine_url, nginx_url, direct, *run)
+                nginx_cpu = f"{n_cpu:.2f}"
             cells = [
                 f"{concurrency:>7}",
                 f"{count:>4}",
+                f"{g['events']:.0f}",
                 f"{d['p50']:>7.1f} / {g['p50']:>7.1f}",
                 f"{d['p99']:>7.1f} / {g['p99']:>7.1f}",
                 f"{g['p50'] - d['p50']:>6.1f} / {g['p99'] - d['p99']:>6.1f}",
+                f"{d['engine_ttft']:>5.1f} / {g['engine_ttft']:>5.1f}",
                 f"{d['tps']:>6.0f} / {g['tps']:>6.0f}",
                 f"{g['tps'] / d['tps']:.3f}",
                 f"{cpu:.2f}",
                 f"{engine_cpu:.2f}",
+                nginx_cpu,
+                f"{g['client_cpu']:.2f}",
             ]
             print(" | ".join(cells), flush=True)
         load = os.getloadavg()
@@ -269,12 +384,16 @@ def main() -> None:
         if args.profile:
             os.kill(server.pid, signal.SIGINT)  # py-spy writes its file on SIGINT
             server.wait(timeout=60)
-        for proc in (server, engine):
+        for proc in (server, engine, nginx):
+            if proc is None:
+                continue
             proc.terminate()
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if nginx:
+            shutil.rmtree(nginx_root, ignore_errors=True)
 
 
 if __name__ == "__main__":
