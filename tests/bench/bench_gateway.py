@@ -191,7 +191,8 @@ def start_engine(scale: float, interval: int) -> tuple[subprocess.Popen[bytes], 
         "--stream-interval",
         str(interval),
     ]
-    proc = subprocess.Popen(argv, cwd=_env.ROOT, env=env, stdout=subprocess.DEVNULL)
+    log = open(os.environ.get("BENCH_ENGINE_LOG", os.devnull), "wb")  # noqa: SIM115
+    proc = subprocess.Popen(argv, cwd=_env.ROOT, env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     wait_ready(proc, f"{url}/health", "sim engine")
     return proc, url
