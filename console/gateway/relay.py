@@ -122,19 +122,11 @@ async def relay(
     One loop per read, no per-event work on the common path: a read that ends on an
     event boundary (an engine writes whole events) goes out as it came; only the usage
     event (once per stream) is parsed. A relayed event costs one read and one write
-    (see README "Gateway performance").
+    (README, "Performance").
     """
-    content, rest = resp.content, b""
+    rest = b""
     try:
-        while True:
-            try:
-                chunk = await content.readany()
-            except (TimeoutError, aiohttp.ClientError):
-                call.broken = True
-                await upstream_error(call.upstream.cluster_id)
-                break
-            if not chunk:
-                break
+        async for chunk in _chunks(call, resp):
             if rest or b"\r" in chunk or not chunk.endswith(b"\n\n"):
                 # part of an event (or CRLF line ends): keep what is not whole yet
                 rest = (rest + chunk).replace(b"\r\n", b"\n")

@@ -4,7 +4,7 @@ connections) per event loop, streaming, no retries on POST.
 aiohttp rather than httpx on this path: a relayed stream costs a read and a write per
 token, and aiohttp's C parser and flat stream reader spend a fraction of the CPU that
 httpx/httpcore/h11/anyio spend per chunk (measured with tests/bench/bench_gateway.py;
-see README "Gateway performance").
+README, "Performance").
 """
 
 from __future__ import annotations
