@@ -5,7 +5,8 @@ version, and when the key is known the request count and the window's tokens —
 Lua script) and one after its answer (``spend``: the tokens against the limit and the
 usage counters, console.gateway.usage). Requests are counted when admitted; tokens
 when the answer's usage is known, so a key over its token budget is refused from its
-next request until the window ends.
+next request until the window ends. Calls made while a round trip is on the wire share
+the next one (console.gateway.batching): a burst of requests costs one round trip.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from console.gateway.batching import run_script
 from console.gateway.changes import VERSION_KEY
 from console.gateway.errors import GatewayError
 from console.gateway.usage import PENDING_KEY, field_prefix, usage_flush_soon
@@ -47,9 +49,6 @@ if ARGV[5] ~= '0' then redis.call('HINCRBY', KEYS[2], ARGV[3] .. 'p', ARGV[5]) e
 if ARGV[6] ~= '0' then redis.call('HINCRBY', KEYS[2], ARGV[3] .. 'c', ARGV[6]) end
 return 1
 """
-_scripts: weakref.WeakKeyDictionary[aioredis.Redis, tuple[object, object]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _redis() -> aioredis.Redis:
@@ -66,17 +65,6 @@ async def redis_close() -> None:
     client = _clients.pop(asyncio.get_running_loop(), None)
     if client is not None:
         await client.aclose()
-
-
-def _script(index: int) -> object:
-    client = _redis()
-    pair = _scripts.get(client)
-    if pair is None:
-        pair = _scripts[client] = (
-            client.register_script(_ADMIT),
-            client.register_script(_SPEND),
-        )
-    return pair[index]
 
 
 def _window() -> tuple[int, int]:
@@ -100,7 +88,7 @@ async def admit(bucket: str | None) -> Admission:
     """Read the cache version; with a key's ``bucket``, count the request too."""
     start, _ = _window()
     keys = [VERSION_KEY, f"gw:rl:{bucket}:{start}:req", f"gw:rl:{bucket}:{start}:tok"]
-    raw = await _script(0)(keys=keys, args=[1 if bucket else 0, WINDOW_S * 2])  # type: ignore[operator]
+    raw = await run_script(_redis, _ADMIT, keys, [1 if bucket else 0, WINDOW_S * 2])
     if bucket is None:
         return Admission(int(raw[0]), False)
     return Admission(int(raw[0]), True, int(raw[1]), int(raw[2]))
@@ -141,16 +129,12 @@ async def spend(
     (flushed to the database by console.gateway.usage)."""
 
     start, _ = _window()
-    await _script(1)(  # type: ignore[operator]
-        keys=[f"gw:rl:{bucket}:{start}:tok", PENDING_KEY],
-        args=[
-            prompt + completion,
-            WINDOW_S * 2,
-            field_prefix(key_id, model),
-            1,
-            prompt,
-            completion,
-        ],
+    await run_script(
+        _redis,
+        _SPEND,
+        [f"gw:rl:{bucket}:{start}:tok", PENDING_KEY],
+        [prompt + completion, WINDOW_S * 2, field_prefix(key_id, model)]
+        + [1, prompt, completion],
     )
     if not settings.GATEWAY_USAGE_FLUSH_S:
         usage_flush_soon()

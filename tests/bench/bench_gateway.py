@@ -101,12 +101,13 @@ def start_server(
 ) -> tuple[subprocess.Popen[bytes], str]:
     """uvicorn serving console.asgi with ``workers`` processes (WEB_CONCURRENCY);
     under ``py-spy record`` (raw collapsed stacks to ``profile``; PY_SPY_ARGS adds
-    options, e.g. --native) when asked."""
+    options, e.g. --native; PY_SPY_RATE samples per second, 100) when asked."""
     port = free_port()
     argv = [sys.executable, "-m", "uvicorn", "console.asgi:application"]
     if profile:
         spy = [PY_SPY, "record", *os.environ.get("PY_SPY_ARGS", "").split()]
-        argv = [*spy, "--format", "raw", "-r", "100", "-o", profile, "--", *argv]
+        rate = os.environ.get("PY_SPY_RATE", "100")
+        argv = [*spy, "--format", "raw", "-r", rate, "-o", profile, "--", *argv]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     if workers > 1:
         argv += ["--workers", str(workers)]
