@@ -9,16 +9,17 @@ queued one round trip each put the last request ~16 round trips behind the first
 With a pipeline per round trip the burst pays one checkout and one write, and the
 first request waits for at most the round trip already in flight.
 
-Scripts go as EVAL with their text (Redis caches the compiled script by its SHA1), so
-a Redis restarted or flushed between calls needs no reload step, and a pipeline needs
-no SCRIPT EXISTS round trip (redis-py's pipelined ``Script`` sends one per execute).
+Scripts go as EVAL with their text (redis.io/docs "Scripting with Lua": the server
+keeps what EVAL ran in its script cache, EVALSHA only names it), so a Redis restarted
+or flushed between calls needs no reload step, and a pipeline needs no SCRIPT EXISTS
+round trip (redis-py 8.1, redis/asyncio/client.py ``Pipeline.execute`` calls
+``load_scripts`` -- one SCRIPT EXISTS -- whenever a ``Script`` was queued).
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -27,12 +28,14 @@ Waiter = tuple[str, list[str], list[Any], asyncio.Future[Any]]
 
 
 class Batcher:
-    """One event loop's queue of script calls and the task that drains it."""
+    """One client's queue of script calls and the task that drains it (a
+    redis.asyncio client belongs to one event loop)."""
 
-    def __init__(self, client: Callable[[], aioredis.Redis]) -> None:
+    def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
         self._queue: list[Waiter] = []
-        self._draining = False
+        # the loop keeps only a weak reference to a task (asyncio docs, create_task)
+        self._task: asyncio.Task[None] | None = None
 
     def call(
         self, script: str, keys: list[str], args: list[Any]
@@ -41,9 +44,8 @@ class Batcher:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.append((script, keys, args, future))
-        if not self._draining:
-            self._draining = True
-            loop.create_task(self._drain())
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._drain())
         return future
 
     async def _drain(self) -> None:
@@ -51,7 +53,7 @@ class Batcher:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
-                pipe = self._client().pipeline(transaction=False)
+                pipe = self._client.pipeline(transaction=False)
                 for script, keys, args, _ in batch:
                     pipe.eval(script, len(keys), *keys, *args)
                 try:
@@ -67,23 +69,21 @@ class Batcher:
                         future.set_result(reply)
                 batch = []
         finally:
-            self._draining = False
             for *_, future in batch + self._queue:  # cancelled mid-way (shutdown)
                 future.cancel()
             self._queue = []
 
 
-_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Batcher] = (
+_batchers: weakref.WeakKeyDictionary[aioredis.Redis, Batcher] = (
     weakref.WeakKeyDictionary()
 )
 
 
 async def run_script(
-    client: Callable[[], aioredis.Redis], script: str, keys: list[str], args: list[Any]
+    client: aioredis.Redis, script: str, keys: list[str], args: list[Any]
 ) -> Any:
-    """EVAL ``script`` in the running loop's next pipeline; its reply."""
-    loop = asyncio.get_running_loop()
-    batcher = _batchers.get(loop)
+    """EVAL ``script`` in ``client``'s next pipeline; its reply."""
+    batcher = _batchers.get(client)
     if batcher is None:
-        batcher = _batchers[loop] = Batcher(client)
+        batcher = _batchers[client] = Batcher(client)
     return await batcher.call(script, keys, args)

@@ -88,7 +88,7 @@ async def admit(bucket: str | None) -> Admission:
     """Read the cache version; with a key's ``bucket``, count the request too."""
     start, _ = _window()
     keys = [VERSION_KEY, f"gw:rl:{bucket}:{start}:req", f"gw:rl:{bucket}:{start}:tok"]
-    raw = await run_script(_redis, _ADMIT, keys, [1 if bucket else 0, WINDOW_S * 2])
+    raw = await run_script(_redis(), _ADMIT, keys, [1 if bucket else 0, WINDOW_S * 2])
     if bucket is None:
         return Admission(int(raw[0]), False)
     return Admission(int(raw[0]), True, int(raw[1]), int(raw[2]))
@@ -129,12 +129,9 @@ async def spend(
     (flushed to the database by console.gateway.usage)."""
 
     start, _ = _window()
-    await run_script(
-        _redis,
-        _SPEND,
-        [f"gw:rl:{bucket}:{start}:tok", PENDING_KEY],
-        [prompt + completion, WINDOW_S * 2, field_prefix(key_id, model)]
-        + [1, prompt, completion],
-    )
+    keys = [f"gw:rl:{bucket}:{start}:tok", PENDING_KEY]
+    tokens = prompt + completion
+    args = [tokens, WINDOW_S * 2, field_prefix(key_id, model), 1, prompt, completion]
+    await run_script(_redis(), _SPEND, keys, args)
     if not settings.GATEWAY_USAGE_FLUSH_S:
         usage_flush_soon()

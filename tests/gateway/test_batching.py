@@ -43,14 +43,15 @@ def test_a_burst_of_admissions_goes_in_one_round_trip() -> None:
 
 
 async def _mixed(good: str, bad: str) -> list[object]:
-    client = ratelimit._redis
+    client = ratelimit._redis()
     try:
-        return await asyncio.gather(
+        got: list[object] = await asyncio.gather(
             run_script(client, INCR, [good], []),
             run_script(client, INCR, [bad], []),
             run_script(client, INCR, [good], []),
             return_exceptions=True,
         )
+        return got
     finally:
         await ratelimit.redis_close()
 
@@ -72,7 +73,7 @@ async def _unreachable(count: int) -> list[object]:
 
     async def admit() -> object:
         try:
-            return await run_script(lambda: dead, INCR, ["x"], [])
+            return await run_script(dead, INCR, ["x"], [])
         except redis.RedisError as exc:
             return exc
 
