@@ -27,6 +27,7 @@ from console.gateway.views import dispatch
 log = logging.getLogger(__name__)
 
 GATEWAY_PREFIX = "/v1/"
+_started: asyncio.AbstractEventLoop | None = None  # the loop last seen (one per server)
 _background: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = (
     weakref.WeakKeyDictionary()
 )
@@ -35,9 +36,11 @@ _background: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = (
 def _start_background() -> None:
     """Once per event loop: the usage flusher and, with several worker processes, the
     exchange of outstanding counts."""
+    global _started
     loop = asyncio.get_running_loop()
-    if loop in _background:
+    if loop is _started or loop in _background:
         return
+    _started = loop
     tasks = [loop.create_task(usage.run())]
     if peers.enabled():
         tasks.append(
@@ -186,11 +189,10 @@ async def gateway_lifespan(scope: dict[str, Any], receive: Any, send: Any) -> No
         if message["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            global _started
+            _started = None
             for task in _background.pop(asyncio.get_running_loop(), []):
                 task.cancel()
-            try:
-                await usage.flush_now()
-            except Exception:  # the counts stay in Redis for the next process
-                log.exception("gateway usage flush at shutdown failed")
+            await usage.flush_now()  # a failure leaves the counts in Redis
             await send({"type": "lifespan.shutdown.complete"})
             return

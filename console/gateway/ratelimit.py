@@ -51,18 +51,28 @@ return 1
 """
 
 
+_last: tuple[asyncio.AbstractEventLoop | None, aioredis.Redis | None] = (None, None)
+
+
 def _redis() -> aioredis.Redis:
-    """One client per event loop (a redis.asyncio connection cannot cross loops)."""
+    """One client per event loop (a redis.asyncio connection cannot cross loops); the
+    last one found is kept at hand (a server process has one loop)."""
+    global _last
     loop = asyncio.get_running_loop()
+    if _last[0] is loop and _last[1] is not None:
+        return _last[1]
     client = _clients.get(loop)
     if client is None:
         client = _clients[loop] = aioredis.Redis.from_url(str(settings.REDIS_URL))
+    _last = (loop, client)
     return client
 
 
 async def redis_close() -> None:
     """Close the running loop's client (a loop that ends after one request)."""
+    global _last
     client = _clients.pop(asyncio.get_running_loop(), None)
+    _last = (None, None)
     if client is not None:
         await client.aclose()
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -132,17 +132,28 @@ def usage_flush_soon() -> None:
     task.add_done_callback(_flushing.discard)
 
 
-async def _flush_async() -> None:
-
+async def _flush_async(when: str = "") -> None:
+    """One flush on the database thread. Redis or the database out of reach is an
+    outage the operator already hears of (alerts, /healthz): one warning line per
+    attempt, not a traceback every few seconds; anything else is a bug and logged
+    whole."""
     try:
         await on_db_thread(usage_flush)
+    except (redis.RedisError, DatabaseError) as exc:
+        log.warning(
+            "gateway usage flush%s failed (%s: %s); the counts stay in Redis for the "
+            "next flush",
+            when,
+            type(exc).__name__,
+            exc,
+        )
     except Exception:  # the counts stay in Redis for the next flush
-        log.exception("gateway usage flush failed")
+        log.exception("gateway usage flush%s failed", when)
 
 
 async def flush_now() -> None:
-    """Write what Redis holds now (on the database thread); raises what the write raised."""
-    await on_db_thread(usage_flush)
+    """Write what Redis holds now (the process is stopping); a failure is logged."""
+    await _flush_async(" at shutdown")
 
 
 async def run() -> None:

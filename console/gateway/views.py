@@ -9,6 +9,7 @@ and a pooled connection to the engine. After the answer: one Redis round trip
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -29,6 +30,7 @@ from console.gateway.relay import Call, relay, relay_translated, release
 from console.gateway.services import key_digest, secret_from_headers
 from console.gateway.upstream import upstream_client
 from console.gateway.upstream_errors import upstream_error
+from console.middleware import REQUEST_ID_RE
 
 
 async def models(req: Request) -> Response:
@@ -73,8 +75,7 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
                 except _Unreachable:
                     await upstream_error(upstream.cluster_id)
                     continue
-            send_path, send_body = _upstream_request(protocol, path, body, translated)
-            data = req.body if send_body is body else _encode(send_body)
+            send_path, data = _upstream_request(req, protocol, path, body, translated)
             call = Call(key, model, upstream, body, len(req.body))
             try:
                 upstream_resp = await _send(req, upstream, send_path, data)
@@ -138,18 +139,43 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
     return StreamResponse(chunks)
 
 
+_ASK_USAGE = b'"stream_options":{"include_usage":true},'
+
+
 def _upstream_request(
-    protocol: str, path: str, body: dict[str, Any], translated: bool
-) -> tuple[str, dict[str, Any]]:
-    """The engine path and body for a client request."""
+    req: Request, protocol: str, path: str, body: dict[str, Any], translated: bool
+) -> tuple[str, bytes]:
+    """The engine path and body for a client request: the client's bytes as they
+    came whenever they will do."""
     if translated:
-        return "/v1/chat/completions", translate.messages_to_chat(body)
+        return "/v1/chat/completions", _encode(translate.messages_to_chat(body))
     if protocol == OPENAI and body.get("stream"):
         # Ask for the usage chunk so the key's tokens can be counted; the client
         # still sees its own choice.
         opts: dict[str, Any] = body.get("stream_options") or {}
-        return path, {**body, "stream_options": {**opts, "include_usage": True}}
-    return path, body
+        if opts.get("include_usage") is True:
+            return path, req.body
+        raw = req.body.lstrip()
+        if "stream_options" not in body and raw[:1] == b"{":
+            # one member added in front of the client's own (UTF-8) object: a long
+            # prompt is not decoded and encoded again
+            return path, b"{" + _ASK_USAGE + raw[1:]
+        return path, _encode(
+            {**body, "stream_options": {**opts, "include_usage": True}}
+        )
+    return path, req.body
+
+
+# X-Request-ID for a request without a usable one of its own: this process's random
+# prefix and a counter (unique like a uuid4, without its os.urandom call per request)
+_ID_PREFIX = uuid.uuid4().hex[:20]
+_ids = itertools.count(1)
+
+
+def _request_id(given: str) -> str:
+    """The client's X-Request-ID when it is a short plain token (it reaches the
+    engine's logs), else a fresh one."""
+    return given if REQUEST_ID_RE.match(given) else f"{_ID_PREFIX}{next(_ids):012x}"
 
 
 class _Unreachable(Exception):
@@ -166,7 +192,7 @@ async def _send(
     """POST ``data`` (the client's body as it came, or the gateway's rewrite)."""
     headers = {
         "Content-Type": "application/json",
-        "X-Request-ID": req.headers.get("x-request-id") or uuid.uuid4().hex,
+        "X-Request-ID": _request_id(req.headers.get("x-request-id", "")),
     }
     if req.headers.get("anthropic-version"):
         headers["anthropic-version"] = req.headers["anthropic-version"]

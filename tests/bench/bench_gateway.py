@@ -3,7 +3,7 @@ console's /v1 gateway and (for reference) through nginx.
 
     .venv/bin/python tests/bench/bench_gateway.py [--tokens 128] [--rounds 4]
         [--scale 0.2] [--workers 1] [--stream-interval 1] [--levels 1,16,64]
-        [--no-nginx] [--profile FILE]
+        [--spread 0.5] [--no-nginx] [--profile FILE]
 
 Real parts: a sim vLLM engine (engine.sim.vllm, 1 node, DP1), uvicorn serving
 console.asgi with the gateway in front of it (``--workers`` processes), the bundled
@@ -13,7 +13,8 @@ upstream connections: what a relay written in C costs on this machine; `make
 deploy-tools` installs it). At each concurrency level the direct, gateway and nginx
 runs alternate in one process with the same client (aiohttp, one pooled session per
 run); the table prints, per level: TTFT p50/p99 (request sent -> first content
-chunk) direct and through the gateway, the gateway's added TTFT p50/p99, the
+chunk) direct and through the gateway, the gateway's added TTFT p50/p99 (and
+nginx's: the floor of any relay in this set-up), the
 engine's own mean TTFT in each run (its vllm:time_to_first_token_seconds histogram:
 arrival at the engine -> first token; what of the added TTFT happened inside the
 engine rather than on the gateway's path), relayed
@@ -24,6 +25,13 @@ engine (during the direct run), nginx (during its run) and this client.
 ``--stream-interval N`` starts the engine with vLLM's ``--stream-interval`` (an
 event carries up to N tokens; vLLM sends the first token at once). ``--tokens 1``
 measures the fixed cost per request (one content event).
+
+Every stream of a level asks for the same ``--tokens`` by default, so the streams
+run in lockstep: they all finish in one engine step and their clients send the next
+requests as one burst (the worst case for anything on the path, which handles the
+burst one request at a time). ``--spread F`` gives each stream of a run a length
+drawn from tokens x [1-F, 1+F] (the same lengths in every run), so finishes and
+arrivals spread out the way requests of different lengths do.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -199,6 +208,15 @@ def start_engine(scale: float, interval: int) -> tuple[subprocess.Popen[bytes], 
     return proc, url
 
 
+def lengths(tokens: int, spread: float, count: int) -> list[int]:
+    """Each stream's max_tokens: ``tokens``, or drawn from tokens x [1-spread,
+    1+spread] with a fixed seed (the same lengths for the direct, gateway and nginx
+    runs)."""
+    rng = random.Random(count)
+    low, high = max(1, round(tokens * (1 - spread))), round(tokens * (1 + spread))
+    return [rng.randint(low, max(low, high)) for _ in range(count)]
+
+
 async def one_stream(
     session: aiohttp.ClientSession, url: str, headers: dict[str, str], tokens: int
 ) -> tuple[float, int]:
@@ -227,7 +245,7 @@ async def one_stream(
 
 
 async def batch(
-    url: str, headers: dict[str, str], concurrency: int, count: int, tokens: int
+    url: str, headers: dict[str, str], concurrency: int, sizes: list[int]
 ) -> dict[str, float]:
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=300)
@@ -236,12 +254,12 @@ async def batch(
     ) as session:
         sem = asyncio.Semaphore(concurrency)
 
-        async def run() -> tuple[float, int]:
+        async def run(tokens: int) -> tuple[float, int]:
             async with sem:
                 return await one_stream(session, url, headers, tokens)
 
         cpu0, started = own_cpu(), time.perf_counter()
-        results = await asyncio.gather(*(run() for _ in range(count)))
+        results = await asyncio.gather(*(run(n) for n in sizes))
         wall, cpu = time.perf_counter() - started, own_cpu() - cpu0
     ttfts = [r[0] * 1000 for r in results]
     if any(r[1] == 0 for r in results):
@@ -249,9 +267,9 @@ async def batch(
     return {
         "p50": _env.percentile(ttfts, 0.5),
         "p99": _env.percentile(ttfts, 0.99),
-        "tps": tokens * count / wall,  # ignore_eos: every stream carries `tokens`
-        "events": sum(r[1] for r in results) / count,
-        "client_cpu": cpu / count * 1000,
+        "tps": sum(sizes) / wall,  # ignore_eos: every stream carries its max_tokens
+        "events": sum(r[1] for r in results) / len(sizes),
+        "client_cpu": cpu / len(sizes) * 1000,
     }
 
 
@@ -261,14 +279,13 @@ def measured(
     url: str,
     headers: dict[str, str],
     conc: int,
-    count: int,
-    tokens: int,
+    sizes: list[int],
 ) -> tuple[dict[str, float], float]:
     """One run and the CPU ms per request process ``pid`` (and children) spent; the
     result carries the engine's own mean TTFT over the run (``engine_ttft``, ms)."""
     cpu0, (t0, n0) = cpu_seconds(pid), engine_ttft(engine_url)
-    result = asyncio.run(batch(url, headers, conc, count, tokens))
-    cpu = (cpu_seconds(pid) - cpu0) / count * 1000
+    result = asyncio.run(batch(url, headers, conc, sizes))
+    cpu = (cpu_seconds(pid) - cpu0) / len(sizes) * 1000
     t1, n1 = engine_ttft(engine_url)
     result["engine_ttft"] = (t1 - t0) / max(1.0, n1 - n0) * 1000
     return result, cpu
@@ -298,6 +315,12 @@ def main() -> None:
         default=1,
         help="the engine's --stream-interval (tokens per streamed event after the "
         "first)",
+    )
+    parser.add_argument(
+        "--spread",
+        type=float,
+        default=0.0,
+        help="stream lengths drawn from tokens x [1-F, 1+F] (0: all equal, lockstep)",
     )
     parser.add_argument(
         "--no-nginx", action="store_true", help="skip the nginx reference runs"
@@ -339,31 +362,35 @@ def main() -> None:
         auth = {"Authorization": f"Bearer {secret}"}
         direct = engine_headers("bench")
         # Warm up every path (connections, first queries).
-        asyncio.run(batch(gateway_url, auth, 4, 8, 8))
-        asyncio.run(batch(engine_url, direct, 4, 8, 8))
+        asyncio.run(batch(gateway_url, auth, 4, [8] * 8))
+        asyncio.run(batch(engine_url, direct, 4, [8] * 8))
         if nginx:
-            asyncio.run(batch(nginx_url, direct, 4, 8, 8))
+            asyncio.run(batch(nginx_url, direct, 4, [8] * 8))
         load = os.getloadavg()
         print(
-            f"{args.tokens} tokens per stream, --stream-interval {args.stream_interval}"
+            f"{args.tokens} tokens per stream (spread {args.spread:g}), "
+            f"--stream-interval {args.stream_interval}"
             f", SIM_TIME_SCALE={args.scale}, {args.workers} gateway process(es), "
             f"{os.cpu_count()} cores, load average before: "
             f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
         )
         head = ["streams", "reqs", "events/req", "TTFT p50 ms direct/gw"]
-        head += ["TTFT p99 ms direct/gw", "added p50/p99 ms"]
+        head += ["TTFT p99 ms direct/gw", "added p50/p99 ms gw", "nginx"]
         head += ["engine's own TTFT mean direct/gw", "tok/s direct/gw"]
         head += ["ratio", "CPU ms/req gw", "engine", "nginx", "client"]
         print(" | ".join(head))
         for concurrency in [int(x) for x in args.levels.split(",")]:
             count = max(32, args.rounds * concurrency)
-            run = (concurrency, count, args.tokens)
+            run = (concurrency, lengths(args.tokens, args.spread, count))
             d, engine_cpu = measured(engine.pid, engine_url, engine_url, direct, *run)
             g, cpu = measured(server.pid, engine_url, gateway_url, auth, *run)
-            nginx_cpu = "-"
+            nginx_cpu = nginx_added = "-"
             if nginx:
-                _, n_cpu = measured(nginx.pid, engine_url, nginx_url, direct, *run)
+                n, n_cpu = measured(nginx.pid, engine_url, nginx_url, direct, *run)
                 nginx_cpu = f"{n_cpu:.2f}"
+                nginx_added = (
+                    f"{n['p50'] - d['p50']:>6.1f} / {n['p99'] - d['p99']:>6.1f}"
+                )
             cells = [
                 f"{concurrency:>7}",
                 f"{count:>4}",
@@ -371,6 +398,7 @@ def main() -> None:
                 f"{d['p50']:>7.1f} / {g['p50']:>7.1f}",
                 f"{d['p99']:>7.1f} / {g['p99']:>7.1f}",
                 f"{g['p50'] - d['p50']:>6.1f} / {g['p99'] - d['p99']:>6.1f}",
+                nginx_added,
                 f"{d['engine_ttft']:>5.1f} / {g['engine_ttft']:>5.1f}",
                 f"{d['tps']:>6.0f} / {g['tps']:>6.0f}",
                 f"{g['tps'] / d['tps']:.3f}",

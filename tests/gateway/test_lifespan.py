@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
+import redis
 
 from console.asgi import application
 from console.gateway import changes
 from console.gateway.services import apikey_create
 from console.gateway.usage import PENDING_KEY, field_prefix
 from console.models import ApiUsage
+from tests.factories import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,3 +45,21 @@ def test_shutdown_writes_the_usage_still_pending(admin: Any) -> None:
     usage = ApiUsage.objects.get(key=key)
     assert (usage.requests, usage.prompt_tokens, usage.completion_tokens) == (2, 30, 90)
     assert not changes._client().exists(PENDING_KEY)
+
+
+def test_shutdown_with_redis_gone_logs_one_warning_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Redis stopped before the web process: the shutdown still completes, and says so
+    # in one line (no traceback) that names what failed and where the counts are
+    gone = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    monkeypatch.setattr(changes, "_sync_client", gone)
+    with caplog.at_level(logging.WARNING, logger="console.gateway"):
+        sent = asyncio.run(_lifespan())
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    records = [r for r in caplog.records if r.name.startswith("console.gateway")]
+    assert [r.levelno for r in records] == [logging.WARNING]
+    assert records[0].exc_info is None
+    message = records[0].getMessage()
+    assert "flush at shutdown failed (ConnectionError" in message
+    assert "stay in Redis" in message
