@@ -67,14 +67,20 @@ class Call:
     def tokens(self) -> tuple[int, int]:
         """(prompt, completion): the engine's count; without one (the client hung up
         before the usage chunk, or the engine broke off), an estimate that is never
-        below what was relayed: the events streamed, or the most the request could
-        produce (n x max_tokens) when it was not streamed."""
+        below what was relayed: the most the events streamed can carry (the first
+        event one token, each later one up to the engine's --stream-interval), or the
+        most the request could produce (n x max_tokens) when it was not streamed."""
         if self.streamed:
             prompt = self.usage.get("prompt_tokens") or self.prompt_estimate
             completion = self.usage.get("completion_tokens", 0)
             if self.complete and "completion_tokens" in self.usage:
                 return prompt, completion
-            return prompt, max(completion, self.events)
+            relayed = (
+                self.events and 1 + (self.events - 1) * self.upstream.stream_interval
+            )
+            if self.most:
+                relayed = min(relayed, self.most)
+            return prompt, max(completion, relayed)
         if "completion_tokens" in self.usage:
             return self.usage.get("prompt_tokens", 0), self.usage["completion_tokens"]
         return self.usage.get("prompt_tokens") or self.prompt_estimate, self.most

@@ -47,6 +47,8 @@ class Upstream:
     max_model_len: int = 0
     # the engine's --api-key (console.engine_auth), sent as a bearer token; never logged
     api_key: str | None = None
+    # tokens per streamed event after the first (the profile's --stream-interval)
+    stream_interval: int = 1
 
     def has(self, since: tuple[int, ...]) -> bool:
         return version_key(self.vllm_version) >= since
@@ -135,7 +137,25 @@ def _upstream(head: Node) -> Upstream:
         model=profile.served_model_name,
         max_model_len=profile.max_model_len or 0,
         api_key=engine_api_key(cluster.name),
+        stream_interval=stream_interval(profile.extra_flags),
     )
+
+
+def stream_interval(flags: object) -> int:
+    """``--stream-interval`` among a profile's extra flags, else vLLM's default 1
+    (vllm/config/scheduler.py ``stream_interval: int = Field(default=1, ge=1)``: an
+    event carries the first token at once, then up to that many tokens)."""
+    if not isinstance(flags, list):
+        return 1
+    for i, flag in enumerate(flags):
+        value = None
+        if flag == "--stream-interval" and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif isinstance(flag, str) and flag.startswith("--stream-interval="):
+            value = flag.split("=", 1)[1]
+        if isinstance(value, str) and value.isdigit() and int(value) >= 1:
+            return int(value)
+    return 1
 
 
 def _host(ip: str) -> str:

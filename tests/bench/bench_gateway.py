@@ -19,8 +19,9 @@ engine's own mean TTFT in each run (its vllm:time_to_first_token_seconds histogr
 arrival at the engine -> first token; what of the added TTFT happened inside the
 engine rather than on the gateway's path), relayed
 tokens/s and the ratio gateway/direct, and CPU per request (user + system from
-/proc, over the run, divided by its requests) of the gateway process tree, the
-engine (during the direct run), nginx (during its run) and this client.
+/proc, over the run, divided by its requests) of the gateway process tree (with
+the share spent in the kernel: socket reads and writes), the engine (during the
+direct run), nginx (during its run) and this client.
 
 ``--stream-interval N`` starts the engine with vLLM's ``--stream-interval`` (an
 event carries up to N tokens; vLLM sends the first token at once). ``--tokens 1``
@@ -138,11 +139,11 @@ def start_nginx(engine_port: int) -> tuple[subprocess.Popen[bytes], str, str]:
     return proc, base, root
 
 
-def cpu_seconds(root: int) -> float:
-    """User + system CPU seconds of process ``root`` and its live children (Linux
+def cpu_seconds(root: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``root`` and its live children (Linux
     /proc; the children are uvicorn's or nginx's worker processes)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    user = system = 0.0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
@@ -150,8 +151,9 @@ def cpu_seconds(root: int) -> float:
             continue
         pid, ppid = int(stat.parent.name), int(fields[1])
         if pid == root or ppid == root:
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+            user += int(fields[11]) / tick
+            system += int(fields[12]) / tick
+    return user, system
 
 
 def engine_ttft(url: str) -> tuple[float, float]:
@@ -283,9 +285,11 @@ def measured(
 ) -> tuple[dict[str, float], float]:
     """One run and the CPU ms per request process ``pid`` (and children) spent; the
     result carries the engine's own mean TTFT over the run (``engine_ttft``, ms)."""
-    cpu0, (t0, n0) = cpu_seconds(pid), engine_ttft(engine_url)
+    (u0, s0), (t0, n0) = cpu_seconds(pid), engine_ttft(engine_url)
     result = asyncio.run(batch(url, headers, conc, sizes))
-    cpu = (cpu_seconds(pid) - cpu0) / len(sizes) * 1000
+    u1, s1 = cpu_seconds(pid)
+    cpu = (u1 - u0 + s1 - s0) / len(sizes) * 1000
+    result["sys_share"] = (s1 - s0) / max(1e-9, u1 - u0 + s1 - s0)
     t1, n1 = engine_ttft(engine_url)
     result["engine_ttft"] = (t1 - t0) / max(1.0, n1 - n0) * 1000
     return result, cpu
@@ -377,7 +381,7 @@ def main() -> None:
         head = ["streams", "reqs", "events/req", "TTFT p50 ms direct/gw"]
         head += ["TTFT p99 ms direct/gw", "added p50/p99 ms gw", "nginx"]
         head += ["engine's own TTFT mean direct/gw", "tok/s direct/gw"]
-        head += ["ratio", "CPU ms/req gw", "engine", "nginx", "client"]
+        head += ["ratio", "CPU ms/req gw (in kernel)", "engine", "nginx", "client"]
         print(" | ".join(head))
         for concurrency in [int(x) for x in args.levels.split(",")]:
             count = max(32, args.rounds * concurrency)
@@ -402,7 +406,7 @@ def main() -> None:
                 f"{d['engine_ttft']:>5.1f} / {g['engine_ttft']:>5.1f}",
                 f"{d['tps']:>6.0f} / {g['tps']:>6.0f}",
                 f"{g['tps'] / d['tps']:.3f}",
-                f"{cpu:.2f}",
+                f"{cpu:.2f} ({g['sys_share']:.0%})",
                 f"{engine_cpu:.2f}",
                 nginx_cpu,
                 f"{g['client_cpu']:.2f}",

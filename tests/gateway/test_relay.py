@@ -36,7 +36,11 @@ STREAM = ROLE + b"".join(TOKENS) + USAGE + DONE
 
 
 async def _relayed(
-    pieces: list[bytes], *, drop_usage_chunk: bool
+    pieces: list[bytes],
+    *,
+    drop_usage_chunk: bool,
+    stream_interval: int = 1,
+    max_tokens: int = 5,
 ) -> tuple[list[bytes], Call]:
     async def handler(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -52,9 +56,15 @@ async def _relayed(
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    upstream = routing.Upstream(1, "relay", f"http://127.0.0.1:{port}", "0.33.0")
+    upstream = routing.Upstream(
+        1,
+        "relay",
+        f"http://127.0.0.1:{port}",
+        "0.33.0",
+        stream_interval=stream_interval,
+    )
     key = KeyInfo(pk=1, name="relay", prefix="relaytest", rpm=0, tpm=0)
-    body = {"model": "m", "stream": True, "max_tokens": 5}
+    body = {"model": "m", "stream": True, "max_tokens": max_tokens}
     call = Call(key, "m", upstream, body, 10)
     call.streamed = True
     got: list[bytes] = []
@@ -104,3 +114,19 @@ def test_a_stream_without_its_usage_counts_what_was_relayed() -> None:
     assert b"".join(got) == ROLE + b"".join(TOKENS[:3])
     # no usage from the engine: at least the events relayed (role + 3 tokens)
     assert call.tokens()[1] == 4
+
+
+def test_a_cut_stream_from_an_engine_with_a_stream_interval_counts_what_it_can_carry() -> (
+    None
+):
+    # --stream-interval 4: the first event carries one token, each later one up to 4;
+    # the count is the most the relayed events can carry, within n x max_tokens
+    pieces = [ROLE, *TOKENS[:3]]
+    _, call = asyncio.run(
+        _relayed(pieces, drop_usage_chunk=True, stream_interval=4, max_tokens=100)
+    )
+    assert call.tokens()[1] == 1 + 3 * 4
+    _, call = asyncio.run(
+        _relayed(pieces, drop_usage_chunk=True, stream_interval=4, max_tokens=10)
+    )
+    assert call.tokens()[1] == 10

@@ -83,3 +83,24 @@ def test_it_knows_which_versions_serve_the_anthropic_api(
     upstream = routing.Upstream(1, "c", "http://x", version)
     assert upstream.has(routing.MESSAGES_SINCE) is messages
     assert upstream.has(routing.COUNT_TOKENS_SINCE) is count_tokens
+
+
+def test_an_upstream_knows_its_engines_stream_interval() -> None:
+    # the profile's --stream-interval (either spelling) reaches the relay's estimate of
+    # a cut stream's tokens; anything else means vLLM's default, 1
+    for flags, expected in (
+        (["--async-scheduling", "--stream-interval", "8"], 8),
+        (["--stream-interval=4"], 4),
+        (["--stream-interval"], 1),
+        (["--stream-interval", "0"], 1),
+        ([], 1),
+    ):
+        name = f"si-{expected}-{len(flags)}"
+        profile = make_profile(
+            name=f"{name} profile", served_model_name=name, extra_flags=flags
+        )
+        cluster = make_cluster(name=name, nodes=1, profile=profile)
+        cluster.state = ClusterState.RUNNING
+        cluster.save(update_fields=["state"])
+        (upstream,) = async_to_sync(routing.upstreams_for)(name)
+        assert upstream.stream_interval == expected, flags
