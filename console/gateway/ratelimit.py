@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from console.gateway import batching
 from console.gateway.batching import run_script
 from console.gateway.changes import VERSION_KEY
 from console.gateway.errors import GatewayError
@@ -74,6 +75,7 @@ async def redis_close() -> None:
     client = _clients.pop(asyncio.get_running_loop(), None)
     _last = (None, None)
     if client is not None:
+        await batching.close(client)
         await client.aclose()
 
 

@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from django.test import override_settings
 
-from console.gateway import ratelimit
+from console.gateway import batching, ratelimit
 from console.gateway.admission import admit_or_503
 from console.gateway.batching import run_script
 from console.gateway.errors import GatewayError
@@ -21,21 +21,30 @@ from console.gateway.errors import GatewayError
 INCR = "return redis.call('INCR', KEYS[1])"
 
 
-async def _burst(bucket: str, count: int) -> tuple[list[int], int]:
-    """``count`` admissions at once: their request counts and the connections the
-    loop's client opened for them."""
+def _connections_received() -> int:
+    """Connections the Redis server has accepted since it started (with the one
+    this asks on)."""
+    sync = redis.Redis.from_url(str(settings.REDIS_URL))
+    try:
+        return int(sync.info("stats")["total_connections_received"])
+    finally:
+        sync.close()
+
+
+async def _burst(bucket: str, count: int) -> list[int]:
+    """``count`` admissions at once: their request counts."""
     try:
         got = await asyncio.gather(*(ratelimit.admit(bucket) for _ in range(count)))
-        pool = ratelimit._redis().connection_pool
-        opened = len(pool._available_connections) + len(pool._in_use_connections)
-        return [a.requests for a in got], opened
+        return [a.requests for a in got]
     finally:
         await ratelimit.redis_close()
 
 
 def test_a_burst_of_admissions_goes_in_one_round_trip() -> None:
     bucket = f"batch-{uuid.uuid4().hex[:8]}"
-    counts, opened = asyncio.run(_burst(bucket, 20))
+    before = _connections_received()
+    counts = asyncio.run(_burst(bucket, 20))
+    opened = _connections_received() - before - 1  # less the second count's own
     # each request counted once, in order, over one connection (one call each would
     # have checked out 20 connections, all in flight together)
     assert sorted(counts) == list(range(1, 21))
@@ -121,3 +130,27 @@ async def _left_early(bucket: str) -> list[int]:
 def test_a_caller_that_leaves_does_not_stop_the_others() -> None:
     bucket = f"batch-{uuid.uuid4().hex[:8]}"
     assert len(asyncio.run(_left_early(bucket))) == 2
+
+
+async def _across_a_dropped_connection(bucket: str) -> list[int]:
+    """An admission, the batcher's connection dropped by the server (what a Redis
+    restart does to it), then another admission."""
+    try:
+        first = await ratelimit.admit(bucket)
+        conn = batching._batchers[ratelimit._redis()]._conn
+        assert conn is not None
+        host, port = conn._writer.get_extra_info("sockname")[:2]
+        sync = redis.Redis.from_url(str(settings.REDIS_URL))
+        assert sync.client_kill(f"{host}:{port}")
+        sync.close()
+        second = await ratelimit.admit(bucket)
+        return [first.requests, second.requests]
+    finally:
+        await ratelimit.redis_close()
+
+
+def test_a_connection_dropped_while_idle_is_replaced_without_an_error() -> None:
+    # the batch that finds the connection gone is sent once more on a new one, and
+    # counted once
+    bucket = f"batch-{uuid.uuid4().hex[:8]}"
+    assert asyncio.run(_across_a_dropped_connection(bucket)) == [1, 2]
