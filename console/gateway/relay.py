@@ -10,13 +10,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import redis
 
 from console.gateway import ratelimit, routing, translate
 from console.gateway.admission import positive_int
 from console.gateway.snapshot import KeyInfo
 from console.gateway.sse import sse_data, sse_events
+from console.gateway.upstream import UpstreamError, UpstreamResponse
 from console.gateway.upstream_errors import upstream_error
 
 log = logging.getLogger(__name__)
@@ -108,19 +108,19 @@ class Call:
             )
 
 
-async def _chunks(call: Call, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+async def _chunks(call: Call, resp: UpstreamResponse) -> AsyncIterator[bytes]:
     """The engine's body as it arrives; an engine that breaks off or stalls past
     GATEWAY_UPSTREAM_TIMEOUT_S ends it (and is counted for alerting)."""
     try:
-        async for chunk in resp.content.iter_any():
+        while chunk := await resp.next_chunk():
             yield chunk
-    except (TimeoutError, aiohttp.ClientError):
+    except (TimeoutError, UpstreamError):
         call.broken = True
         await upstream_error(call.upstream.cluster_id)
 
 
 async def relay(
-    call: Call, resp: aiohttp.ClientResponse, *, drop_usage_chunk: bool
+    call: Call, resp: UpstreamResponse, *, drop_usage_chunk: bool
 ) -> AsyncIterator[bytes]:
     """Pass each read's whole events on as they arrive; closing this generator (client
     gone) closes the upstream stream.
@@ -179,9 +179,7 @@ async def _counted(call: Call, events: AsyncIterator[bytes]) -> AsyncIterator[by
         yield event
 
 
-async def relay_translated(
-    call: Call, resp: aiohttp.ClientResponse
-) -> AsyncIterator[bytes]:
+async def relay_translated(call: Call, resp: UpstreamResponse) -> AsyncIterator[bytes]:
     try:
         async for frame in translate.chat_stream_to_messages(
             _counted(call, sse_events(_chunks(call, resp))), call.model, call.usage
@@ -192,7 +190,7 @@ async def relay_translated(
         await release(call, resp)
 
 
-async def release(call: Call, resp: aiohttp.ClientResponse) -> None:
+async def release(call: Call, resp: UpstreamResponse) -> None:
     """Hand the connection back (answer read whole) or close it, then count the
     request, even if closing fails.
 
@@ -200,7 +198,7 @@ async def release(call: Call, resp: aiohttp.ClientResponse) -> None:
     the engine sees as an abort (vLLM frees the sequence's KV cache).
     """
     try:
-        if resp.content.at_eof():
+        if resp.at_eof():
             resp.release()
         else:
             resp.close()

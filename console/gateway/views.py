@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 import uuid
 from typing import Any
-
-import aiohttp
 
 from console.gateway import routing, translate
 from console.gateway.admission import (
@@ -28,7 +27,12 @@ from console.gateway.errors import ANTHROPIC, OPENAI, GatewayError, error_respon
 from console.gateway.http import Request, Response, StreamResponse, json_response
 from console.gateway.relay import Call, relay, relay_translated, release
 from console.gateway.services import key_digest, secret_from_headers
-from console.gateway.upstream import upstream_client
+from console.gateway.upstream import (
+    Unreachable,
+    UpstreamError,
+    UpstreamResponse,
+    post,
+)
 from console.gateway.upstream_errors import upstream_error
 from console.middleware import REQUEST_ID_RE
 
@@ -60,6 +64,13 @@ async def models(req: Request) -> Response:
 async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResponse:
     try:
         key, body, pool, _ = await authorized(req, protocol, path)
+        version = req.headers.get("anthropic-version")
+        if version is not None and not _VERSION.match(version):
+            raise GatewayError(
+                400,
+                "anthropic-version must be an API version such as 2023-06-01.",
+                param="anthropic-version",
+            )
         model = str(body["model"])
         # Least outstanding first; an engine that refuses the connection (the request
         # never reached it) hands over to the next cluster in the pool.
@@ -72,14 +83,14 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
             if translated and path.endswith("count_tokens"):
                 try:
                     return await _count_tokens_translated(req, body, upstream)
-                except _Unreachable:
+                except Unreachable:
                     await upstream_error(upstream.cluster_id)
                     continue
             send_path, data = _upstream_request(req, protocol, path, body, translated)
             call = Call(key, model, upstream, body, len(req.body))
             try:
                 upstream_resp = await _send(req, upstream, send_path, data)
-            except _Unreachable:
+            except Unreachable:
                 await upstream_error(upstream.cluster_id)
                 await call.finish(counted=False)
                 continue
@@ -107,7 +118,7 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
     if not stream:
         try:
             raw = await upstream_resp.read()
-        except (TimeoutError, aiohttp.ClientError):
+        except (TimeoutError, UpstreamError):
             await upstream_error(upstream.cluster_id)
             call.usage.setdefault("completion_tokens", 0)  # the engine's fault
             await release(call, upstream_resp)
@@ -166,6 +177,8 @@ def _upstream_request(
     return path, req.body
 
 
+_VERSION = re.compile(r"^[A-Za-z0-9._-]{1,32}\Z")  # anthropic-version, passed on
+
 # X-Request-ID for a request without a usable one of its own: this process's random
 # prefix and a counter (unique like a uuid4, without its os.urandom call per request)
 _ID_PREFIX = uuid.uuid4().hex[:20]
@@ -178,17 +191,13 @@ def _request_id(given: str) -> str:
     return given if REQUEST_ID_RE.match(given) else f"{_ID_PREFIX}{next(_ids):012x}"
 
 
-class _Unreachable(Exception):
-    """The engine refused or timed out the connection: the request never reached it."""
-
-
 def _encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
 async def _send(
     req: Request, upstream: routing.Upstream, path: str, data: bytes
-) -> aiohttp.ClientResponse:
+) -> UpstreamResponse:
     """POST ``data`` (the client's body as it came, or the gateway's rewrite)."""
     headers = {
         "Content-Type": "application/json",
@@ -201,14 +210,10 @@ async def _send(
         # openai/api_server.py, AuthenticationMiddleware)
         headers["Authorization"] = f"Bearer {upstream.api_key}"
     try:
-        return await upstream_client().post(
-            upstream.base_url + path,
-            data=data,
-            headers=headers,
-        )
-    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-        raise _Unreachable(str(exc)) from None
-    except (TimeoutError, aiohttp.ClientError) as exc:
+        return await post(upstream.base_url, path, data, headers)
+    except Unreachable:
+        raise
+    except (TimeoutError, UpstreamError) as exc:
         raise GatewayError(
             502,
             f"Cluster {upstream.cluster_name} did not answer "
@@ -220,7 +225,7 @@ async def _send(
 async def _plain(
     call: Call,
     raw: bytes,
-    resp: aiohttp.ClientResponse,
+    resp: UpstreamResponse,
     protocol: str,
     translated: bool,
 ) -> Response:
@@ -269,7 +274,7 @@ async def _count_tokens_translated(
     )
     try:
         raw = await resp.read()
-    except (TimeoutError, aiohttp.ClientError):
+    except (TimeoutError, UpstreamError):
         raise GatewayError(
             502, f"Cluster {upstream.cluster_name} broke off its answer; retry shortly."
         ) from None

@@ -154,6 +154,32 @@ def test_malformed_requests_get_400_never_500(
             assert error["param"] == param
 
 
+def test_headers_passed_on_to_the_engine_are_checked_first(
+    world: dict[str, Any],
+) -> None:
+    # anthropic-version goes on to the engine: a value that is not a plain version
+    # gets a 400 naming the header; an odd X-Request-ID is replaced, not refused
+    body = {"model": NEW_MODEL, "max_tokens": 4, "messages": MESSAGES}
+    base = {"x-api-key": world["secret"], "Content-Type": "application/json"}
+    # (control characters never get this far: the HTTP parser refuses them)
+    for bad in ("2023-06-01 x", "2023/06/01", "v" * 33):
+        resp = httpx.post(
+            world["url"] + "/v1/messages",
+            content=json.dumps(body).encode(),
+            headers={**base, "anthropic-version": bad},
+            timeout=30,
+        )
+        assert resp.status_code == 400, (bad, resp.status_code, resp.text[:300])
+        assert "anthropic-version" in resp.json()["error"]["message"]
+    resp = httpx.post(
+        world["url"] + "/v1/messages",
+        content=json.dumps(body).encode(),
+        headers={**base, "anthropic-version": "2023-06-01", "X-Request-ID": "a b;c"},
+        timeout=30,
+    )
+    assert resp.status_code == 200, resp.text[:300]
+
+
 def test_count_tokens_with_the_engine_refusing_connections_answers_502(
     world: dict[str, Any],
 ) -> None:

@@ -4,7 +4,8 @@ every event whole, in order, and only whole events; the usage chunk the gateway 
 for is read and dropped; the tokens are counted from it.
 
 A real aiohttp server writes the stream in the given pieces; the relay reads it
-through a real aiohttp client connection, as the gateway does.
+through the gateway's own engine client (console.gateway.upstream), as the gateway
+does.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-import aiohttp
 import pytest
 from aiohttp import web
 
-from console.gateway import routing
+from console.gateway import routing, upstream
 from console.gateway.relay import Call, relay
 from console.gateway.snapshot import KeyInfo
 from tests.factories import free_port
@@ -56,7 +56,7 @@ async def _relayed(
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    upstream = routing.Upstream(
+    engine = routing.Upstream(
         1,
         "relay",
         f"http://127.0.0.1:{port}",
@@ -65,15 +65,15 @@ async def _relayed(
     )
     key = KeyInfo(pk=1, name="relay", prefix="relaytest", rpm=0, tpm=0)
     body = {"model": "m", "stream": True, "max_tokens": max_tokens}
-    call = Call(key, "m", upstream, body, 10)
+    call = Call(key, "m", engine, body, 10)
     call.streamed = True
     got: list[bytes] = []
     try:
-        async with aiohttp.ClientSession() as session:
-            resp = await session.post(f"{upstream.base_url}/v1/chat/completions")
-            async for out in relay(call, resp, drop_usage_chunk=drop_usage_chunk):
-                got.append(out)
+        resp = await upstream.post(engine.base_url, "/v1/chat/completions", b"{}", {})
+        async for out in relay(call, resp, drop_usage_chunk=drop_usage_chunk):
+            got.append(out)
     finally:
+        await upstream.upstream_close()
         await runner.cleanup()
     return got, call
 

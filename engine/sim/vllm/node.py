@@ -304,7 +304,12 @@ async def run_head(args: ServeArgs, env: Env) -> int:
         return flags["serving"] and not flags["dead"]
 
     app = build_app(ServerState(args=args, engine=engine, healthy=healthy))
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # vLLM's uvicorn closes a connection idle for VLLM_HTTP_TIMEOUT_KEEP_ALIVE s, 5 by
+    # default (vllm/envs.py; api_server.py passes it as timeout_keep_alive)
+    keep_alive = float(os.environ.get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "5"))
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, keepalive_timeout=keep_alive
+    )
     await runner.setup()
     host = args.host or "0.0.0.0"  # vLLM binds every interface unless --host is given
     try:
