@@ -43,6 +43,7 @@ class Batcher:
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
         self._conn: AbstractConnection | None = None
+        self._timeout = 5.0
         self._queue: list[Waiter] = []
         # the loop keeps only a weak reference to a task (asyncio docs, create_task)
         self._task: asyncio.Task[None] | None = None
@@ -84,7 +85,12 @@ class Batcher:
         """Every call of ``batch`` in one write; their replies in order (an error
         reply in its call's place)."""
         if self._conn is None:
-            self._conn = self._client.connection_pool.make_connection()
+            pool = self._client.connection_pool
+            # no per-read/per-write socket_timeout (redis-py wraps each write in
+            # wait_for, a task each in Python 3.11): one timeout for the round trip
+            self._timeout = pool.connection_kwargs.get("socket_timeout") or 5.0
+            kwargs = {**pool.connection_kwargs, "socket_timeout": None}
+            self._conn = pool.connection_class(**kwargs)
         conn = self._conn
         packed = conn.pack_commands(
             [
@@ -95,13 +101,19 @@ class Batcher:
         replies: list[Any] = []
         for attempt in (1, 2):
             try:
-                await conn.send_packed_command(packed, check_health=False)
-                for _ in batch:
-                    try:
-                        replies.append(await conn.read_response())
-                    except redis.ResponseError as exc:  # this call's own error
-                        replies.append(exc)
+                async with asyncio.timeout(self._timeout):
+                    await conn.send_packed_command(packed, check_health=False)
+                    for _ in batch:
+                        try:
+                            replies.append(await conn.read_response())
+                        except redis.ResponseError as exc:  # this call's own error
+                            replies.append(exc)
                 return replies
+            except TimeoutError:
+                await conn.disconnect()  # replies may still come: not this socket
+                raise redis.TimeoutError(
+                    f"Redis did not answer within {self._timeout:g} s"
+                ) from None
             except redis.ConnectionError:  # redis-py has closed the connection
                 if replies or attempt == 2:
                     raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 import redis
@@ -154,3 +155,35 @@ def test_a_connection_dropped_while_idle_is_replaced_without_an_error() -> None:
     # counted once
     bucket = f"batch-{uuid.uuid4().hex[:8]}"
     assert asyncio.run(_across_a_dropped_connection(bucket)) == [1, 2]
+
+
+async def _silent(count: int) -> list[object]:
+    """Calls to a server that takes the connection and never answers (a hung Redis)."""
+
+    async def swallow(reader: asyncio.StreamReader, writer: Any) -> None:
+        while await reader.read(4096):
+            pass
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    hung = aioredis.Redis.from_url(f"redis://127.0.0.1:{port}/0?socket_timeout=0.5")
+
+    async def call() -> object:
+        try:
+            return await run_script(hung, INCR, ["x"], [])
+        except redis.RedisError as exc:
+            return exc
+
+    try:
+        return await asyncio.gather(*(call() for _ in range(count)))
+    finally:
+        await batching.close(hung)
+        await hung.aclose()
+        server.close()
+
+
+def test_a_redis_that_never_answers_times_every_caller_out() -> None:
+    # one timeout for the round trip: the client's socket_timeout, not forever
+    got = asyncio.run(_silent(3))
+    assert all(isinstance(exc, redis.TimeoutError) for exc in got), got
+    assert "within 0.5 s" in str(got[0])
