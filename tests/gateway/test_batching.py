@@ -78,19 +78,25 @@ def test_an_error_reaches_only_its_own_caller() -> None:
     assert isinstance(failed, redis.ResponseError)
 
 
-async def _unreachable(count: int) -> list[object]:
-    dead = aioredis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
+async def _calls(client: aioredis.Redis, count: int) -> list[object]:
+    """``count`` calls at once: each one's reply, or the RedisError it got."""
 
-    async def admit() -> object:
+    async def call() -> object:
         try:
-            return await run_script(dead, INCR, ["x"], [])
+            return await run_script(client, INCR, ["x"], [])
         except redis.RedisError as exc:
             return exc
 
     try:
-        return await asyncio.gather(*(admit() for _ in range(count)))
+        return await asyncio.gather(*(call() for _ in range(count)))
     finally:
-        await dead.aclose()
+        await batching.close(client)
+        await client.aclose()
+
+
+async def _unreachable(count: int) -> list[object]:
+    dead = aioredis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
+    return await _calls(dead, count)
 
 
 def test_an_unreachable_redis_fails_every_caller_of_the_round_trip() -> None:
@@ -167,18 +173,9 @@ async def _silent(count: int) -> list[object]:
     server = await asyncio.start_server(swallow, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     hung = aioredis.Redis.from_url(f"redis://127.0.0.1:{port}/0?socket_timeout=0.5")
-
-    async def call() -> object:
-        try:
-            return await run_script(hung, INCR, ["x"], [])
-        except redis.RedisError as exc:
-            return exc
-
     try:
-        return await asyncio.gather(*(call() for _ in range(count)))
+        return await _calls(hung, count)
     finally:
-        await batching.close(hung)
-        await hung.aclose()
         server.close()
 
 
