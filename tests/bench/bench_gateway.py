@@ -1,7 +1,7 @@
 """Gateway overhead: the same streams sent to the sim engine directly, through the
 console's /v1 gateway and (for reference) through nginx.
 
-    .venv/bin/python tests/bench/bench_gateway.py [--tokens 128] [--rounds 4]
+    .venv/bin/python tests/bench/bench_gateway.py [--tokens 128] [--rounds 8]
         [--scale 0.2] [--workers 1] [--stream-interval 1] [--levels 1,16,64]
         [--spread 0.5] [--no-nginx] [--profile FILE]
 
@@ -301,7 +301,7 @@ def main() -> None:
     parser.add_argument(
         "--rounds",
         type=int,
-        default=4,
+        default=8,
         help="streams per concurrency level = rounds x concurrency (min 32)",
     )
     parser.add_argument(
