@@ -416,6 +416,16 @@ PREFLIGHT_TIMEOUT_S = env_int("PREFLIGHT_TIMEOUT_S", 120, minimum=1)
 # The engines' API key (console/engine_auth.py): one key for every cluster, or empty for a
 # key per cluster derived from SECRET_KEY. ENGINE_API_KEY_FILE reads it from a file.
 ENGINE_API_KEY = env_secret("ENGINE_API_KEY", "") or ""
+if ENGINE_API_KEY and not (
+    ENGINE_API_KEY.isascii()
+    and ENGINE_API_KEY.isprintable()
+    and ENGINE_API_KEY == ENGINE_API_KEY.strip()
+):
+    # it goes into an HTTP header (the gateway's Authorization) and the engine's env file
+    raise ImproperlyConfigured(
+        "ENGINE_API_KEY must be printable ASCII (no spaces at either end, no control "
+        "characters); generate one with: openssl rand -hex 32"
+    )
 ENGINE_START_CALL_TIMEOUT_S = env_int("ENGINE_START_CALL_TIMEOUT_S", 60, minimum=1)
 ENGINE_LISTEN_TIMEOUT_S = env_int("ENGINE_LISTEN_TIMEOUT_S", 120, minimum=1)
 ENGINE_HEALTH_TIMEOUT_S = env_int(

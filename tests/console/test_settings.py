@@ -179,6 +179,13 @@ def test_it_names_a_bad_boolean(tmp_path: Path) -> None:
     assert "CONSOLE_DEV='maybe' is not a boolean" in result.stderr
 
 
+def test_it_refuses_an_engine_key_that_cannot_go_into_a_header(tmp_path: Path) -> None:
+    result = run_settings(tmp_path, ENGINE_API_KEY="key\twith-a-tab")
+    assert result.returncode != 0
+    assert "ENGINE_API_KEY must be printable ASCII" in result.stderr
+    assert run_settings(tmp_path, ENGINE_API_KEY="a" * 64).returncode == 0
+
+
 def test_it_reads_secret_from_file(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.write_text("file-secret-value\n")
