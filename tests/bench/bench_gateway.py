@@ -2,7 +2,7 @@
 console's /v1 gateway and (for reference) through nginx.
 
     .venv/bin/python tests/bench/bench_gateway.py [--tokens 128] [--rounds 8]
-        [--scale 0.2] [--workers 1] [--stream-interval 1] [--levels 1,16,64]
+        [--repeat 3] [--scale 0.2] [--workers 1] [--stream-interval 1] [--levels 1,16,64]
         [--spread 0.5] [--no-nginx] [--profile FILE]
 
 Real parts: a sim vLLM engine (engine.sim.vllm, 1 node, DP1), uvicorn serving
@@ -11,10 +11,12 @@ Redis (rate limits, usage counters), a SQLite database (keys, usage), and Debian
 nginx as a plain reverse proxy to the same engine (``proxy_buffering off``, pooled
 upstream connections: what a relay written in C costs on this machine; `make
 deploy-tools` installs it). At each concurrency level the direct, gateway and nginx
-runs alternate in one process with the same client (aiohttp, one pooled session per
-run); the table prints, per level: TTFT p50/p99 (request sent -> first content
-chunk) direct and through the gateway, the gateway's added TTFT p50/p99 (and
-nginx's: the floor of any relay in this set-up), the
+runs take turns (``--repeat`` turns, each ``--rounds`` x streams requests) in one
+process with the same client (aiohttp, one pooled session per run); the table
+prints, per level, over the turns pooled: TTFT p50/p99 (request sent -> first
+content chunk) direct and through the gateway, the gateway's added TTFT p50/p99
+(and each turn's added p50 on its own: how much of it is the luck of the turn),
+nginx's added TTFT (the floor of any relay in this set-up), the
 engine's own mean TTFT in each run (its vllm:time_to_first_token_seconds histogram:
 arrival at the engine -> first token; what of the added TTFT happened inside the
 engine rather than on the gateway's path), relayed
@@ -47,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import _env  # noqa: F401  (environment, Redis, database)
@@ -248,7 +251,7 @@ async def one_stream(
 
 async def batch(
     url: str, headers: dict[str, str], concurrency: int, sizes: list[int]
-) -> dict[str, float]:
+) -> Run:
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=300)
     async with aiohttp.ClientSession(
@@ -263,16 +266,65 @@ async def batch(
         cpu0, started = own_cpu(), time.perf_counter()
         results = await asyncio.gather(*(run(n) for n in sizes))
         wall, cpu = time.perf_counter() - started, own_cpu() - cpu0
-    ttfts = [r[0] * 1000 for r in results]
     if any(r[1] == 0 for r in results):
         raise SystemExit(f"{url}: a stream carried no content")
-    return {
-        "p50": _env.percentile(ttfts, 0.5),
-        "p99": _env.percentile(ttfts, 0.99),
-        "tps": sum(sizes) / wall,  # ignore_eos: every stream carries its max_tokens
-        "events": sum(r[1] for r in results) / len(sizes),
-        "client_cpu": cpu / len(sizes) * 1000,
-    }
+    run_ = Run()
+    run_.ttfts = [r[0] * 1000 for r in results]
+    run_.tokens = sum(sizes)  # ignore_eos: every stream carries its max_tokens
+    run_.events = sum(r[1] for r in results)
+    run_.wall, run_.client_cpu = wall, cpu
+    return run_
+
+
+@dataclass
+class Run:
+    """What the runs of one target at one level added up to (pooled over the
+    repetitions)."""
+
+    ttfts: list[float] = field(default_factory=list)  # ms, one per stream
+    tokens: int = 0
+    events: int = 0
+    wall: float = 0.0
+    client_cpu: float = 0.0  # s
+    user: float = 0.0  # s, the measured process tree
+    system: float = 0.0
+    engine_ttft: tuple[float, float] = (0.0, 0.0)  # (sum s, count)
+
+    def add(self, other: Run) -> None:
+        self.ttfts += other.ttfts
+        self.tokens += other.tokens
+        self.events += other.events
+        self.wall += other.wall
+        self.client_cpu += other.client_cpu
+        self.user += other.user
+        self.system += other.system
+        self.engine_ttft = (
+            self.engine_ttft[0] + other.engine_ttft[0],
+            self.engine_ttft[1] + other.engine_ttft[1],
+        )
+
+    def p(self, q: float) -> float:
+        return _env.percentile(self.ttfts, q)
+
+    @property
+    def tps(self) -> float:
+        return self.tokens / self.wall
+
+    def per_request(self, seconds: float) -> float:
+        return seconds / len(self.ttfts) * 1000
+
+    @property
+    def cpu(self) -> float:
+        """CPU ms per request of the measured process tree."""
+        return self.per_request(self.user + self.system)
+
+    @property
+    def sys_share(self) -> float:
+        return self.system / max(1e-9, self.user + self.system)
+
+    @property
+    def engine_mean(self) -> float:
+        return self.engine_ttft[0] / max(1.0, self.engine_ttft[1]) * 1000
 
 
 def measured(
@@ -282,17 +334,16 @@ def measured(
     headers: dict[str, str],
     conc: int,
     sizes: list[int],
-) -> tuple[dict[str, float], float]:
-    """One run and the CPU ms per request process ``pid`` (and children) spent; the
-    result carries the engine's own mean TTFT over the run (``engine_ttft``, ms)."""
+) -> Run:
+    """One run, with the CPU process ``pid`` (and children) spent during it and the
+    engine's own TTFT over it (``engine_ttft``)."""
     (u0, s0), (t0, n0) = cpu_seconds(pid), engine_ttft(engine_url)
     result = asyncio.run(batch(url, headers, conc, sizes))
     u1, s1 = cpu_seconds(pid)
-    cpu = (u1 - u0 + s1 - s0) / len(sizes) * 1000
-    result["sys_share"] = (s1 - s0) / max(1e-9, u1 - u0 + s1 - s0)
+    result.user, result.system = u1 - u0, s1 - s0
     t1, n1 = engine_ttft(engine_url)
-    result["engine_ttft"] = (t1 - t0) / max(1.0, n1 - n0) * 1000
-    return result, cpu
+    result.engine_ttft = (t1 - t0, n1 - n0)
+    return result
 
 
 def main() -> None:
@@ -303,6 +354,12 @@ def main() -> None:
         type=int,
         default=8,
         help="streams per concurrency level = rounds x concurrency (min 32)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="turns of direct, gateway and nginx runs per level, pooled",
     )
     parser.add_argument(
         "--scale",
@@ -379,37 +436,49 @@ def main() -> None:
             f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
         )
         head = ["streams", "reqs", "events/req", "TTFT p50 ms direct/gw"]
-        head += ["TTFT p99 ms direct/gw", "added p50/p99 ms gw", "nginx"]
+        head += ["TTFT p99 ms direct/gw", "added p50/p99 ms gw", "p50 by turn"]
+        head += ["nginx"]
         head += ["engine's own TTFT mean direct/gw", "tok/s direct/gw"]
         head += ["ratio", "CPU ms/req gw (in kernel)", "engine", "nginx", "client"]
         print(" | ".join(head))
         for concurrency in [int(x) for x in args.levels.split(",")]:
             count = max(32, args.rounds * concurrency)
             run = (concurrency, lengths(args.tokens, args.spread, count))
-            d, engine_cpu = measured(engine.pid, engine_url, engine_url, direct, *run)
-            g, cpu = measured(server.pid, engine_url, gateway_url, auth, *run)
+            d, g, n = Run(), Run(), Run()
+            added: list[str] = []
+            # direct, gateway and nginx in turn, --repeat times: a run's TTFTs depend
+            # on how its streams fall into the engine's steps, which settles
+            # differently run by run; pooled turns share that luck
+            for _ in range(args.repeat):
+                d1 = measured(engine.pid, engine_url, engine_url, direct, *run)
+                g1 = measured(server.pid, engine_url, gateway_url, auth, *run)
+                d.add(d1)
+                g.add(g1)
+                added.append(f"{g1.p(0.5) - d1.p(0.5):.1f}")
+                if nginx:
+                    n.add(measured(nginx.pid, engine_url, nginx_url, direct, *run))
             nginx_cpu = nginx_added = "-"
             if nginx:
-                n, n_cpu = measured(nginx.pid, engine_url, nginx_url, direct, *run)
-                nginx_cpu = f"{n_cpu:.2f}"
+                nginx_cpu = f"{n.cpu:.2f}"
                 nginx_added = (
-                    f"{n['p50'] - d['p50']:>6.1f} / {n['p99'] - d['p99']:>6.1f}"
+                    f"{n.p(0.5) - d.p(0.5):>6.1f} / {n.p(0.99) - d.p(0.99):>6.1f}"
                 )
             cells = [
                 f"{concurrency:>7}",
-                f"{count:>4}",
-                f"{g['events']:.0f}",
-                f"{d['p50']:>7.1f} / {g['p50']:>7.1f}",
-                f"{d['p99']:>7.1f} / {g['p99']:>7.1f}",
-                f"{g['p50'] - d['p50']:>6.1f} / {g['p99'] - d['p99']:>6.1f}",
+                f"{len(g.ttfts):>4}",
+                f"{g.events / len(g.ttfts):.0f}",
+                f"{d.p(0.5):>7.1f} / {g.p(0.5):>7.1f}",
+                f"{d.p(0.99):>7.1f} / {g.p(0.99):>7.1f}",
+                f"{g.p(0.5) - d.p(0.5):>6.1f} / {g.p(0.99) - d.p(0.99):>6.1f}",
+                " ".join(added),
                 nginx_added,
-                f"{d['engine_ttft']:>5.1f} / {g['engine_ttft']:>5.1f}",
-                f"{d['tps']:>6.0f} / {g['tps']:>6.0f}",
-                f"{g['tps'] / d['tps']:.3f}",
-                f"{cpu:.2f} ({g['sys_share']:.0%})",
-                f"{engine_cpu:.2f}",
+                f"{d.engine_mean:>5.1f} / {g.engine_mean:>5.1f}",
+                f"{d.tps:>6.0f} / {g.tps:>6.0f}",
+                f"{g.tps / d.tps:.3f}",
+                f"{g.cpu:.2f} ({g.sys_share:.0%})",
+                f"{d.cpu:.2f}",
                 nginx_cpu,
-                f"{g['client_cpu']:.2f}",
+                f"{g.per_request(g.client_cpu):.2f}",
             ]
             print(" | ".join(cells), flush=True)
         load = os.getloadavg()
