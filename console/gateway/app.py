@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Coroutine
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +23,7 @@ from django.conf import settings
 from console.gateway import peers, ratelimit, routing, usage
 from console.gateway.errors import OPENAI, GatewayError, error_response
 from console.gateway.http import Request, Response, StreamResponse
+from console.gateway.relay import is_last
 from console.gateway.views import dispatch
 
 log = logging.getLogger(__name__)
@@ -86,9 +88,65 @@ async def _send_plain(send: Any, response: Response) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
-def _is_last(chunk: bytes) -> bool:
-    """The stream's end marker: OpenAI's ``data: [DONE]``, Anthropic's message_stop."""
-    return chunk.endswith(b"[DONE]\n\n") or b"event: message_stop" in chunk[-80:]
+def _send_now(send: Any, message: dict[str, Any]) -> Coroutine[Any, Any, None] | None:
+    """ASGI ``send`` without a task switch: uvicorn's send writes at once unless the
+    client's connection is over its write buffer's high-water mark (flow control);
+    then what is left of it comes back, to be awaited."""
+    coro = send(message)
+    try:
+        blocker = coro.send(None)
+    except StopIteration:
+        return None
+    return _resume(coro, blocker)
+
+
+async def _resume(coro: Any, blocker: Any) -> None:
+    """Drive a send that waits to its end, the way a task would: resume it each time
+    what it waits on is done."""
+    try:
+        while True:
+            if blocker is None:  # a bare yield: one turn of the loop
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait([blocker])
+            blocker = coro.send(None)
+    except StopIteration:
+        pass
+    finally:
+        coro.close()
+
+
+async def _send_pushed(
+    send: Any, response: StreamResponse, state: dict[str, bool]
+) -> None:
+    """Relay through the engine connection's callback (console.gateway.relay.
+    PushRelay); the end marker goes out with the end of the body once counted."""
+    head: dict[str, Any] | None = _head(
+        response.status, response.content_type, response.headers
+    )
+
+    def write(data: bytes) -> Coroutine[Any, Any, None] | None:
+        nonlocal head
+        body = {"type": "http.response.body", "body": data, "more_body": True}
+        if head is not None:
+            start, head = head, None
+            held = _send_now(send, start)
+            if held is not None:
+                return _then(held, send, body)
+        return _send_now(send, body)
+
+    final = await response.push.run(write)
+    if head is not None:
+        await send(head)
+    state["done"] = True
+    await send({"type": "http.response.body", "body": final})
+
+
+async def _then(
+    held: Coroutine[Any, Any, None], send: Any, message: dict[str, Any]
+) -> None:
+    await held
+    await send(message)
 
 
 async def _send_stream(
@@ -104,7 +162,7 @@ async def _send_stream(
             if head:
                 await send(head)
                 head = {}
-            if not _is_last(chunk):
+            if not is_last(chunk):
                 await send(
                     {"type": "http.response.body", "body": chunk, "more_body": True}
                 )
@@ -155,7 +213,9 @@ async def gateway_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     watcher = asyncio.get_running_loop().create_task(_watch(receive, task, state))
     try:
         response = await dispatch(request)
-        if isinstance(response, StreamResponse):
+        if isinstance(response, StreamResponse) and response.push is not None:
+            await _send_pushed(send, response, state)
+        elif isinstance(response, StreamResponse):
             await _send_stream(send, response, state)
         else:
             state["done"] = True

@@ -30,7 +30,10 @@ class Response:
 @dataclass
 class StreamResponse:
     """Server-sent events relayed as they come; closing ``chunks`` (the client left)
-    closes the engine's stream."""
+    closes the engine's stream. With ``push`` (a console.gateway.relay.PushRelay of
+    the same stream) the ASGI app relays through the engine connection's callback
+    and ``chunks`` is never started; a reader that pulls (the Django test client)
+    reads ``chunks``."""
 
     chunks: AsyncIterator[bytes]
     status: int = 200
@@ -41,6 +44,7 @@ class StreamResponse:
             "X-Accel-Buffering": "no",  # nginx must not buffer SSE
         }
     )
+    push: Any = None
 
 
 def json_response(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import re
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httptools
 from django.conf import settings
@@ -68,6 +68,8 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False
         self.error: Exception | None = None
         self.last_data = self.loop.time()
+        # called instead of waking a reader (UpstreamResponse.on_data)
+        self.on_data: Callable[[], None] | None = None
 
     # -- httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -118,6 +120,9 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def _wake(self) -> None:
+        if self.on_data is not None:
+            self.on_data()
+            return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -190,18 +195,35 @@ class UpstreamResponse:
         self.headers = conn.headers  # lower-case names
         self._done = False
 
+    def ready(self) -> bytes | None:
+        """The body read since the last call (b"" when nothing new has come), None at
+        its end. Raises TimeoutError or UpstreamError, once what came before is taken,
+        when the engine stalled or broke off."""
+        conn = self._conn
+        if conn.body:
+            return conn.take()
+        if conn.complete:
+            return None
+        if conn.error is not None:
+            raise conn.error
+        return b""
+
+    def on_data(self, callback: Callable[[], None] | None) -> None:
+        """Call ``callback`` (in the connection's own callback, no task switch)
+        whenever more of the answer, its end or an error is here; None: back to
+        waking ``next_chunk``."""
+        self._conn.on_data = callback
+
     async def next_chunk(self) -> bytes:
         """The body read since the last call (waiting for some); b"" at its end.
         Raises TimeoutError or UpstreamError when the engine stalls or breaks off."""
-        conn = self._conn
         while True:
-            if conn.body:
-                return conn.take()
-            if conn.complete:
+            data = self.ready()
+            if data is None:
                 return b""
-            if conn.error is not None:
-                raise conn.error
-            await conn.wait()
+            if data:
+                return data
+            await self._conn.wait()
 
     async def chunks(self) -> AsyncIterator[bytes]:
         while chunk := await self.next_chunk():

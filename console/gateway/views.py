@@ -25,7 +25,13 @@ from console.gateway.admission import (
 )
 from console.gateway.errors import ANTHROPIC, OPENAI, GatewayError, error_response
 from console.gateway.http import Request, Response, StreamResponse, json_response
-from console.gateway.relay import Call, relay, relay_translated, release
+from console.gateway.relay import (
+    Call,
+    PushRelay,
+    relay,
+    relay_translated,
+    release,
+)
 from console.gateway.services import key_digest, secret_from_headers
 from console.gateway.upstream import (
     Unreachable,
@@ -142,11 +148,10 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
     if translated:
         chunks = relay_translated(call, upstream_resp)
     else:
-        chunks = relay(
-            call,
-            upstream_resp,
-            drop_usage_chunk=protocol == OPENAI and not client_wants_usage,
-        )
+        drop = protocol == OPENAI and not client_wants_usage
+        chunks = relay(call, upstream_resp, drop_usage_chunk=drop)
+        push = PushRelay(call, upstream_resp, drop_usage_chunk=drop)
+        return StreamResponse(chunks, push=push)
     return StreamResponse(chunks)
 
 

@@ -142,6 +142,17 @@ def start_nginx(engine_port: int) -> tuple[subprocess.Popen[bytes], str, str]:
     return proc, base, root
 
 
+def start_floor(engine_port: int) -> tuple[subprocess.Popen[bytes], str]:
+    """tests/bench/relay_floor.py: a bare Python relay (the floor of any)."""
+    port = free_port()
+    argv = [sys.executable, str(Path(__file__).with_name("relay_floor.py"))]
+    argv += ["--port", str(port), "--upstream", f"127.0.0.1:{engine_port}"]
+    proc = subprocess.Popen(argv, cwd=_env.ROOT)
+    base = f"http://127.0.0.1:{port}"
+    wait_ready(proc, f"{base}/health", "relay_floor")
+    return proc, base
+
+
 def cpu_seconds(root: int) -> tuple[float, float]:
     """(user, system) CPU seconds of process ``root`` and its live children (Linux
     /proc; the children are uvicorn's or nginx's worker processes)."""
@@ -387,6 +398,12 @@ def main() -> None:
         "--no-nginx", action="store_true", help="skip the nginx reference runs"
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run tests/bench/relay_floor.py (a bare Python relay: uvloop and "
+        "httptools, no keys, limits or usage) as a reference",
+    )
+    parser.add_argument(
         "--profile",
         metavar="FILE",
         help="run the gateway under py-spy (PY_SPY=path) and write its collapsed "
@@ -404,6 +421,9 @@ def main() -> None:
     nginx = None
     if not args.no_nginx:
         nginx, nginx_url, nginx_root = start_nginx(engine_port)
+    floor = None
+    if args.floor:
+        floor, floor_url = start_floor(engine_port)
     try:
         profile = make_profile(
             name="bench",
@@ -427,6 +447,8 @@ def main() -> None:
         asyncio.run(batch(engine_url, direct, 4, [8] * 8))
         if nginx:
             asyncio.run(batch(nginx_url, direct, 4, [8] * 8))
+        if floor:
+            asyncio.run(batch(floor_url, direct, 4, [8] * 8))
         load = os.getloadavg()
         print(
             f"{args.tokens} tokens per stream (spread {args.spread:g}), "
@@ -440,11 +462,13 @@ def main() -> None:
         head += ["nginx"]
         head += ["engine's own TTFT mean direct/gw", "tok/s direct/gw"]
         head += ["ratio", "CPU ms/req gw (in kernel)", "engine", "nginx", "client"]
+        if floor:
+            head += ["floor added p50/p99", "floor CPU"]
         print(" | ".join(head))
         for concurrency in [int(x) for x in args.levels.split(",")]:
             count = max(32, args.rounds * concurrency)
             run = (concurrency, lengths(args.tokens, args.spread, count))
-            d, g, n = Run(), Run(), Run()
+            d, g, n, f = Run(), Run(), Run(), Run()
             added: list[str] = []
             # direct, gateway and nginx in turn, --repeat times: a run's TTFTs depend
             # on how its streams fall into the engine's steps, which settles
@@ -457,6 +481,8 @@ def main() -> None:
                 added.append(f"{g1.p(0.5) - d1.p(0.5):.1f}")
                 if nginx:
                     n.add(measured(nginx.pid, engine_url, nginx_url, direct, *run))
+                if floor:
+                    f.add(measured(floor.pid, engine_url, floor_url, direct, *run))
             nginx_cpu = nginx_added = "-"
             if nginx:
                 nginx_cpu = f"{n.cpu:.2f}"
@@ -480,6 +506,11 @@ def main() -> None:
                 nginx_cpu,
                 f"{g.per_request(g.client_cpu):.2f}",
             ]
+            if floor:
+                cells.append(
+                    f"{f.p(0.5) - d.p(0.5):>6.1f} / {f.p(0.99) - d.p(0.99):>6.1f}"
+                    f" | {f.cpu:.2f} ({f.sys_share:.0%})"
+                )
             print(" | ".join(cells), flush=True)
         load = os.getloadavg()
         print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -487,7 +518,7 @@ def main() -> None:
         if args.profile:
             os.kill(server.pid, signal.SIGINT)  # py-spy writes its file on SIGINT
             server.wait(timeout=60)
-        for proc in (server, engine, nginx):
+        for proc in (server, engine, nginx, floor):
             if proc is None:
                 continue
             proc.terminate()

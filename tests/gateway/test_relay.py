@@ -5,7 +5,8 @@ for is read and dropped; the tokens are counted from it.
 
 A real aiohttp server writes the stream in the given pieces; the relay reads it
 through the gateway's own engine client (console.gateway.upstream), as the gateway
-does.
+does: pulled (the ``relay`` generator the Django adapter reads) and pushed (PushRelay,
+what the ASGI app runs: events written from the engine connection's callback).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from console.gateway import routing, upstream
-from console.gateway.relay import Call, relay
+from console.gateway.relay import Call, PushRelay, relay
 from console.gateway.snapshot import KeyInfo
 from tests.factories import free_port
 
@@ -35,9 +36,15 @@ DONE = b"data: [DONE]\n\n"
 STREAM = ROLE + b"".join(TOKENS) + USAGE + DONE
 
 
+@pytest.fixture(params=["pull", "push"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 async def _relayed(
     pieces: list[bytes],
     *,
+    mode: str,
     drop_usage_chunk: bool,
     stream_interval: int = 1,
     max_tokens: int = 5,
@@ -70,8 +77,17 @@ async def _relayed(
     got: list[bytes] = []
     try:
         resp = await upstream.post(engine.base_url, "/v1/chat/completions", b"{}", {})
-        async for out in relay(call, resp, drop_usage_chunk=drop_usage_chunk):
-            got.append(out)
+        if mode == "pull":
+            async for out in relay(call, resp, drop_usage_chunk=drop_usage_chunk):
+                got.append(out)
+        else:
+
+            def write(data: bytes) -> None:
+                got.append(data)
+
+            push = PushRelay(call, resp, drop_usage_chunk=drop_usage_chunk)
+            if final := await push.run(write):
+                got.append(final)
     finally:
         await upstream.upstream_close()
         await runner.cleanup()
@@ -95,38 +111,44 @@ CUTS = {
 
 
 @pytest.mark.parametrize("cut", CUTS, ids=list(CUTS))
-def test_every_event_arrives_whole_and_in_order(cut: str) -> None:
-    got, call = asyncio.run(_relayed(CUTS[cut], drop_usage_chunk=True))
+def test_every_event_arrives_whole_and_in_order(cut: str, mode: str) -> None:
+    got, call = asyncio.run(_relayed(CUTS[cut], mode=mode, drop_usage_chunk=True))
     assert all(out.endswith(b"\n\n") for out in got), got  # only whole events go out
     assert b"".join(got) == ROLE + b"".join(TOKENS) + DONE  # usage chunk dropped
     assert call.usage == {"prompt_tokens": 9, "completion_tokens": 5}
     assert call.complete and call.tokens() == (9, 5)
 
 
-def test_the_usage_chunk_stays_when_the_client_asked_for_it() -> None:
-    got, call = asyncio.run(_relayed([STREAM], drop_usage_chunk=False))
+def test_the_usage_chunk_stays_when_the_client_asked_for_it(mode: str) -> None:
+    got, call = asyncio.run(_relayed([STREAM], mode=mode, drop_usage_chunk=False))
     assert b"".join(got) == STREAM
     assert call.tokens() == (9, 5)
 
 
-def test_a_stream_without_its_usage_counts_what_was_relayed() -> None:
-    got, call = asyncio.run(_relayed([ROLE, *TOKENS[:3]], drop_usage_chunk=True))
+def test_a_stream_without_its_usage_counts_what_was_relayed(mode: str) -> None:
+    got, call = asyncio.run(
+        _relayed([ROLE, *TOKENS[:3]], mode=mode, drop_usage_chunk=True)
+    )
     assert b"".join(got) == ROLE + b"".join(TOKENS[:3])
     # no usage from the engine: at least the events relayed (role + 3 tokens)
     assert call.tokens()[1] == 4
 
 
-def test_a_cut_stream_from_an_engine_with_a_stream_interval_counts_what_it_can_carry() -> (
-    None
-):
+def test_a_cut_stream_from_an_engine_with_a_stream_interval_counts_what_it_can_carry(
+    mode: str,
+) -> None:
     # --stream-interval 4: the first event carries one token, each later one up to 4;
     # the count is the most the relayed events can carry, within n x max_tokens
     pieces = [ROLE, *TOKENS[:3]]
     _, call = asyncio.run(
-        _relayed(pieces, drop_usage_chunk=True, stream_interval=4, max_tokens=100)
+        _relayed(
+            pieces, mode=mode, drop_usage_chunk=True, stream_interval=4, max_tokens=100
+        )
     )
     assert call.tokens()[1] == 1 + 3 * 4
     _, call = asyncio.run(
-        _relayed(pieces, drop_usage_chunk=True, stream_interval=4, max_tokens=10)
+        _relayed(
+            pieces, mode=mode, drop_usage_chunk=True, stream_interval=4, max_tokens=10
+        )
     )
     assert call.tokens()[1] == 10

@@ -1,0 +1,236 @@
+"""The relay the ASGI app runs (console.gateway.relay.PushRelay): events written from
+the engine connection's callback, a write the client's flow control holds back
+finished in the request's task, in order, with nothing lost or sent twice.
+
+Real parts: an aiohttp engine writing the stream, uvicorn serving the gateway's ASGI
+app in this process, a client socket that stops reading for a while, Redis (limits
+and usage) and the test database (keys, routes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from console.gateway import app as gateway_app_module
+from console.gateway import routing, upstream
+from console.gateway.relay import Call, PushRelay
+from console.gateway.services import apikey_create
+from console.gateway.snapshot import KeyInfo
+from console.gateway.upstream_errors import TOTAL_KEY
+from console.models import ClusterState, Node
+from tests.factories import free_port, make_cluster, make_profile
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODEL = "push-model"
+
+
+def _event(i: int, size: int = 0) -> bytes:
+    delta = {"content": f"t{i} " + "x" * size}
+    return f"data: {json.dumps({'choices': [{'delta': delta}]})}\n\n".encode()
+
+
+USAGE = (
+    b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 7}}\n\n'
+)
+DONE = b"data: [DONE]\n\n"
+
+
+async def _engine(
+    pieces: list[bytes], *, break_off: bool = False, port: int = 0, pause: float = 0
+) -> tuple[web.AppRunner, int]:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for piece in pieces:
+            await resp.write(piece)
+            await asyncio.sleep(pause)  # separate writes
+        if break_off:
+            assert request.transport is not None
+            request.transport.close()  # mid-answer: no terminating chunk
+            return resp
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = port or free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, port
+
+
+def _call(port: int, cluster_id: int = 1) -> Call:
+    engine = routing.Upstream(cluster_id, "push", f"http://127.0.0.1:{port}", "0.33.0")
+    key = KeyInfo(pk=1, name="push", prefix="pushtest", rpm=0, tpm=0)
+    call = Call(key, "m", engine, {"model": "m", "stream": True}, 10)
+    call.streamed = True
+    return call
+
+
+def test_writes_that_wait_are_finished_in_order() -> None:
+    events = [_event(i) for i in range(40)]
+
+    async def scenario() -> tuple[list[bytes], Call, int]:
+        runner, port = await _engine([*events, USAGE, DONE], pause=0.002)
+        call = _call(port)
+        got: list[bytes] = []
+        waited = calls = 0
+
+        async def later(data: bytes) -> None:
+            await asyncio.sleep(0.002)  # the client's buffer drains meanwhile
+            got.append(data)
+
+        def write(data: bytes) -> Any:
+            nonlocal waited, calls
+            calls += 1
+            if calls % 2:  # every other write has to wait
+                waited += 1
+                return later(data)
+            got.append(data)
+            return None
+
+        try:
+            resp = await upstream.post(
+                call.upstream.base_url, "/v1/chat/completions", b"{}", {}
+            )
+            final = await PushRelay(call, resp, drop_usage_chunk=True).run(write)
+            got.append(final)
+        finally:
+            await upstream.upstream_close()
+            await runner.cleanup()
+        return got, call, waited
+
+    got, call, waited = asyncio.run(scenario())
+    assert waited > 3
+    assert b"".join(got) == b"".join(events) + DONE  # in order, usage chunk dropped
+    assert got[-1] == DONE  # held back until the request was counted
+    assert call.complete and call.tokens() == (3, 7)
+
+
+def test_an_engine_that_breaks_off_ends_the_relay_counted_and_reported() -> None:
+    import redis as redis_sync
+    from django.conf import settings
+
+    events = [_event(i) for i in range(5)]
+    cluster_id = 987_654
+    client = redis_sync.Redis.from_url(str(settings.REDIS_URL))
+    before = int(client.hget(TOTAL_KEY, str(cluster_id)) or 0)
+
+    async def scenario() -> tuple[list[bytes], Call]:
+        runner, port = await _engine(events, break_off=True)
+        call = _call(port, cluster_id)
+        got: list[bytes] = []
+        try:
+            resp = await upstream.post(
+                call.upstream.base_url, "/v1/chat/completions", b"{}", {}
+            )
+            got.append(
+                await PushRelay(call, resp, drop_usage_chunk=True).run(got.append)  # type: ignore[arg-type]
+            )
+        finally:
+            await upstream.upstream_close()
+            await runner.cleanup()
+        return got, call
+
+    got, call = asyncio.run(scenario())
+    assert b"".join(got) == b"".join(events)
+    assert call.broken and not call.complete and call.done
+    assert call.tokens()[1] == 5  # what was relayed, no usage came
+    assert int(client.hget(TOTAL_KEY, str(cluster_id)) or 0) == before + 1
+
+
+def _dechunk(raw: bytes) -> bytes:
+    """The body of a chunked HTTP/1.1 response (``raw`` from the status line on)."""
+    _, _, rest = raw.partition(b"\r\n\r\n")
+    body = b""
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            return body
+        body, rest = body + rest[:size], rest[size + 2 :]
+
+
+def test_a_client_slower_than_the_engine_gets_every_event_once_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import uvicorn
+
+    # 600 events of ~16 KB: far over the client connection's write buffer, so
+    # uvicorn's send has to wait for the client (ASGI flow control)
+    events = [_event(i, 16000) for i in range(600)]
+    resumed = 0
+    resume = gateway_app_module._resume
+
+    def counting(*args: Any) -> Any:
+        nonlocal resumed
+        resumed += 1
+        return resume(*args)
+
+    monkeypatch.setattr(gateway_app_module, "_resume", counting)
+    _, secret = apikey_create(name="push", user=None, rpm=1000, tpm=10**9)
+    engine_port = free_port()
+    profile = make_profile(
+        name="push profile", served_model_name=MODEL, vllm_version="0.33.0"
+    )
+    cluster = make_cluster(name="push", nodes=1, profile=profile)
+    Node.objects.filter(cluster=cluster, rank=0).update(
+        management_ip="127.0.0.1", api_port=engine_port
+    )
+    cluster.state = ClusterState.RUNNING
+    cluster.save(update_fields=["state"])
+
+    async def scenario() -> bytes:
+        runner, _ = await _engine([*events, USAGE, DONE], port=engine_port)
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(
+                gateway_app_module.gateway_app,
+                host="127.0.0.1",
+                port=port,
+                lifespan="off",
+                log_level="warning",
+            )
+        )
+        serving = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        body = json.dumps(
+            {"model": MODEL, "messages": [], "max_tokens": 10, "stream": True}
+        ).encode()
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
+            b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (secret.encode(), len(body), body)
+        )
+        await writer.drain()
+        await asyncio.sleep(1.0)  # not reading: the gateway's writes back up
+        raw = b""
+        while not raw.endswith(b"\r\n0\r\n\r\n"):
+            more = await asyncio.wait_for(reader.read(65536), 30)
+            assert more, raw[-200:]
+            raw += more
+        writer.close()
+        server.should_exit = True
+        await serving
+        await upstream.upstream_close()
+        await runner.cleanup()
+        return raw
+
+    raw = asyncio.run(scenario())
+    assert raw.startswith(b"HTTP/1.1 200")
+    assert _dechunk(raw) == b"".join(events) + DONE  # once each, in order
+    assert resumed > 0  # some writes did wait for the client
