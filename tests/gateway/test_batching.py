@@ -184,3 +184,27 @@ def test_a_redis_that_never_answers_times_every_caller_out() -> None:
     got = asyncio.run(_silent(3))
     assert all(isinstance(exc, redis.TimeoutError) for exc in got), got
     assert "within 0.5 s" in str(got[0])
+
+
+def test_a_packed_eval_is_what_redis_py_sends_and_redis_runs_it() -> None:
+    keys, args = ["gw:k:ключ", "gw:k:2"], [7, "模型/a b", -3]
+    conn = aioredis.Redis.from_url(str(settings.REDIS_URL)).connection_pool
+    reference = b"".join(
+        conn.connection_class(**conn.connection_kwargs).pack_command(
+            "EVAL", INCR, len(keys), *keys, *args
+        )
+    )
+    assert batching.pack_eval(INCR, keys, args) == reference
+    with pytest.raises(TypeError, match="int or str"):
+        batching.pack_eval(INCR, keys, [True])
+    echo = "return {KEYS[1], ARGV[1], ARGV[2]}"
+
+    async def run() -> Any:
+        client = aioredis.Redis.from_url(str(settings.REDIS_URL))
+        try:
+            return await run_script(client, echo, ["gw:k:ключ"], ["模型", 42])
+        finally:
+            await batching.close(client)
+            await client.aclose()
+
+    assert asyncio.run(run()) == ["gw:k:ключ".encode(), "模型".encode(), b"42"]
