@@ -146,7 +146,7 @@ async def _across_a_dropped_connection(bucket: str) -> list[int]:
         first = await ratelimit.admit(bucket)
         conn = batching._batchers[ratelimit._redis()]._conn
         assert conn is not None
-        host, port = conn._writer.get_extra_info("sockname")[:2]
+        host, port = conn.transport.get_extra_info("sockname")[:2]
         sync = redis.Redis.from_url(str(settings.REDIS_URL))
         assert sync.client_kill(f"{host}:{port}")
         sync.close()
@@ -182,6 +182,32 @@ async def _silent(count: int) -> list[object]:
 def test_a_redis_that_never_answers_times_every_caller_out() -> None:
     # one timeout for the round trip: the client's socket_timeout, not forever
     got = asyncio.run(_silent(3))
+    assert all(isinstance(exc, redis.TimeoutError) for exc in got), got
+    assert "within 0.5 s" in str(got[0])
+
+
+async def _greets_then_hangs(count: int) -> list[object]:
+    """A server that answers redis-py's handshake (+OK to each command) and then
+    never answers a script: the round trip's own timeout, not the connect's."""
+
+    async def greet(reader: asyncio.StreamReader, writer: Any) -> None:
+        while data := await reader.read(4096):
+            if b"EVAL" in data:
+                continue
+            commands = sum(1 for line in data.split(b"\r\n") if line[:1] == b"*")
+            writer.write(b"+OK\r\n" * commands)
+
+    server = await asyncio.start_server(greet, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    hung = aioredis.Redis.from_url(f"redis://127.0.0.1:{port}/0?socket_timeout=0.5")
+    try:
+        return await asyncio.wait_for(_calls(hung, count), 10)
+    finally:
+        server.close()
+
+
+def test_a_round_trip_left_unanswered_times_out_and_the_next_one_reconnects() -> None:
+    got = asyncio.run(_greets_then_hangs(3))
     assert all(isinstance(exc, redis.TimeoutError) for exc in got), got
     assert "within 0.5 s" in str(got[0])
 
