@@ -40,25 +40,26 @@ Waiter = tuple[str, list[str], list[Any], asyncio.Future[Any]]
 
 
 class _Replies(asyncio.Protocol):
-    """The batcher's socket: replies parsed as they arrive and handed, a round
-    trip's worth at a time, to the future waiting for them (one round trip is in
-    flight at a time). An error reply is a redis.ResponseError in its call's place."""
+    """The batcher's socket: replies parsed as they arrive; a round trip's worth goes
+    to the batcher (one round trip is in flight at a time). An error reply is a
+    redis.ResponseError in its call's place."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, owner: Batcher) -> None:
         # the stream writer is kept: collected, it would close the socket (Python
         # 3.11's StreamWriter.__del__)
         self.writer = writer
         self.transport: Any = writer.transport
+        self.owner = owner
         self.parser = hiredis.Reader(
             protocolError=redis.InvalidResponse, replyError=redis.ResponseError
         )
         self.lost: Exception | None = None
         self.expected = 0
         self.replies: list[Any] = []
-        self.waiter: asyncio.Future[list[Any]] | None = None
 
-    def expect(self, count: int, waiter: asyncio.Future[list[Any]]) -> None:
-        self.expected, self.replies, self.waiter = count, [], waiter
+    def send(self, packed: bytes, count: int) -> None:
+        self.expected, self.replies = count, []
+        self.transport.write(packed)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -68,15 +69,11 @@ class _Replies(asyncio.Protocol):
         except redis.InvalidResponse as exc:  # not RESP: nothing more can be trusted
             self.fail(exc)
             return
-        waiter = self.waiter
-        if waiter is None:
-            if self.replies:  # nothing was asked: not a Redis we know
-                self.fail(redis.InvalidResponse("Redis sent a reply nobody asked for"))
-            return
-        if len(self.replies) >= self.expected:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(self.replies[: self.expected])
+        if len(self.replies) > self.expected:  # more than asked: not a Redis we know
+            self.fail(redis.InvalidResponse("Redis sent a reply nobody asked for"))
+        elif self.expected and len(self.replies) == self.expected:
+            replies, self.replies, self.expected = self.replies, [], 0
+            self.owner.answered(replies)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.fail(
@@ -84,59 +81,114 @@ class _Replies(asyncio.Protocol):
         )
 
     def fail(self, exc: Exception) -> None:
-        """The connection is done for: its waiter gets ``exc``."""
-        if self.lost is None:
-            self.lost = exc
+        """The connection is done for: the round trip in flight gets ``exc``."""
+        if self.lost is not None:
+            return
+        self.lost = exc
         self.transport.close()
-        waiter, self.waiter = self.waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
+        if self.expected:
+            self.expected = 0
+            self.owner.failed(exc, answered=bool(self.replies))
 
 
 class Batcher:
-    """One client's queue of script calls and the task that drains it (a
-    redis.asyncio client belongs to one event loop)."""
+    """One client's queue of script calls, sent a round trip at a time from the event
+    loop's callbacks (a redis.asyncio client belongs to one event loop): calls made
+    while a round trip is on the wire go out together when its replies are in; the
+    first call after a quiet spell goes out on the next turn of the loop, with every
+    call made in this one."""
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: _Replies | None = None
         self._timeout = 5.0
         self._queue: list[Waiter] = []
+        self._flight: list[Waiter] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._scheduled = False
+        self._resent = False  # the batch in flight is one sent again
+        self._resend = False  # the next batch is one to send again
+        self._closed = False
         # the loop keeps only a weak reference to a task (asyncio docs, create_task)
-        self._task: asyncio.Task[None] | None = None
+        self._connecting: asyncio.Task[None] | None = None
 
     def call(
         self, script: str, keys: list[str], args: list[Any]
     ) -> asyncio.Future[Any]:
         """Queue one EVAL; the future gets its reply (or its error)."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.append((script, keys, args, future))
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._drain())
+        if not (self._flight or self._scheduled or self._connecting):
+            self._scheduled = True
+            loop.call_soon(self._flush)
         return future
 
-    async def _drain(self) -> None:
-        batch: list[Waiter] = []
+    def _flush(self) -> None:
+        self._scheduled = False
+        if self._flight or self._connecting or not self._queue or self._closed:
+            return
+        conn = self._conn
+        if conn is None or conn.lost is not None:
+            assert self._loop is not None
+            self._connecting = self._loop.create_task(self._reconnect())
+            return
+        batch, self._queue = self._queue, []
+        self._flight, self._resent, self._resend = batch, self._resend, False
+        conn.send(
+            b"".join(pack_eval(script, keys, args) for script, keys, args, _ in batch),
+            len(batch),
+        )
+        assert self._loop is not None
+        self._timer = self._loop.call_later(self._timeout, self._expire, conn)
+
+    def _expire(self, conn: _Replies) -> None:
+        conn.fail(
+            redis.TimeoutError(f"Redis did not answer within {self._timeout:g} s")
+        )
+
+    def answered(self, replies: list[Any]) -> None:
+        """The round trip's replies, in its calls' order."""
+        batch, self._flight = self._flight, []
+        if self._timer is not None:
+            self._timer.cancel()
+        for (*_, future), reply in zip(batch, replies, strict=True):
+            if future.done():  # its caller left (client disconnected)
+                continue
+            if isinstance(reply, Exception):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+        self._flush()
+
+    def failed(self, exc: Exception, *, answered: bool) -> None:
+        """The connection failed with a round trip in flight."""
+        batch, self._flight = self._flight, []
+        if self._timer is not None:
+            self._timer.cancel()
+        retry = isinstance(exc, redis.ConnectionError) and not answered
+        if retry and not self._resent and not self._closed:
+            # A connection dropped while idle (Redis restarted): no reply came,
+            # nothing of the batch ran; once more on a new connection.
+            self._queue[:0] = batch
+            self._resend = True
+            self._flush()
+            return
+        _fail(batch, exc)
+        self._flush()
+
+    async def _reconnect(self) -> None:
         try:
-            while self._queue:
-                batch, self._queue = self._queue, []
-                try:
-                    replies = await self._round_trip(batch)
-                except Exception as exc:  # the connection: every call of it failed
-                    replies = [exc] * len(batch)
-                for (*_, future), reply in zip(batch, replies, strict=True):
-                    if future.done():  # its caller left (client disconnected)
-                        continue
-                    if isinstance(reply, Exception):
-                        future.set_exception(reply)
-                    else:
-                        future.set_result(reply)
-                batch = []
+            self._conn = await self._connect()
+        except Exception as exc:  # no connection: every call queued gets the error
+            batch, self._queue = self._queue, []
+            _fail(batch, exc)
         finally:
-            for *_, future in batch + self._queue:  # cancelled mid-way (shutdown)
-                future.cancel()
-            self._queue = []
+            self._connecting = None
+        self._flush()
 
     async def _connect(self) -> _Replies:
         """A connection made and greeted by redis-py (AUTH, SELECT, TLS as the URL
@@ -151,57 +203,35 @@ class Batcher:
         )
         try:
             async with asyncio.timeout(self._timeout):
-                await conn.connect()
+                await conn.connect()  # type: ignore[no-untyped-call]
         except TimeoutError:
             await conn.disconnect()
-            raise self._timed_out() from None
+            raise redis.TimeoutError(
+                f"Redis did not answer within {self._timeout:g} s"
+            ) from None
         writer = conn._writer
         assert writer is not None
         conn._reader = conn._writer = None
-        replies = _Replies(writer)
+        replies = _Replies(writer, self)
         writer.transport.set_protocol(replies)
         return replies
 
-    async def _round_trip(self, batch: list[Waiter]) -> list[Any]:
-        """Every call of ``batch`` in one write; their replies in order (an error
-        reply in its call's place)."""
-        packed = b"".join(
-            pack_eval(script, keys, args) for script, keys, args, _ in batch
-        )
-        loop = asyncio.get_running_loop()
-        for attempt in (1, 2):
-            conn = self._conn
-            if conn is None or conn.lost is not None:
-                conn = self._conn = await self._connect()
-            waiter: asyncio.Future[list[Any]] = loop.create_future()
-            conn.expect(len(batch), waiter)
-            conn.transport.write(packed)
-            timer = loop.call_later(
-                self._timeout,
-                conn.fail,
-                self._timed_out(),
-            )
-            try:
-                return await waiter
-            except redis.ConnectionError:
-                if conn.replies or attempt == 2:
-                    raise
-                # A connection dropped while idle (Redis restarted): no reply came,
-                # nothing of the batch ran; once more on a new connection.
-            except BaseException:  # cancelled (shutdown): replies may still come
-                conn.fail(redis.ConnectionError("the round trip was abandoned"))
-                raise
-            finally:
-                timer.cancel()
-        raise AssertionError("unreachable")
-
-    def _timed_out(self) -> redis.TimeoutError:
-        return redis.TimeoutError(f"Redis did not answer within {self._timeout:g} s")
-
     async def close(self) -> None:
+        """Close the connection; calls still waiting get a ConnectionError."""
+        self._closed = True
+        if self._connecting is not None:
+            self._connecting.cancel()
         if self._conn is not None:
-            self._conn.fail(redis.ConnectionError("closed"))
+            self._conn.fail(redis.ConnectionError("the batcher was closed"))
             self._conn = None
+        batch, self._queue = self._queue, []
+        _fail(batch, redis.ConnectionError("the batcher was closed"))
+
+
+def _fail(batch: list[Waiter], exc: Exception) -> None:
+    for *_, future in batch:
+        if not future.done():
+            future.set_exception(exc)
 
 
 _prefixes: dict[str, bytes] = {}
