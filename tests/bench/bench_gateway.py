@@ -19,7 +19,10 @@ content chunk) direct and through the gateway, the gateway's added TTFT p50/p99
 nginx's added TTFT (the floor of any relay in this set-up), the
 engine's own mean TTFT in each run (its vllm:time_to_first_token_seconds histogram:
 arrival at the engine -> first token; what of the added TTFT happened inside the
-engine rather than on the gateway's path), relayed
+engine rather than on the gateway's path), the mean TTFT added outside the engine
+(each run's mean client TTFT less the engine's own mean, less the same for the
+direct run: gateway / nginx / floor; unlike the added p50 it does not move with the
+engine steps a burst of arrivals falls into), relayed
 tokens/s and the ratio gateway/direct, and CPU per request (user + system from
 /proc, over the run, divided by its requests) of the gateway process tree (with
 the share spent in the kernel: socket reads and writes), the engine (during the
@@ -337,6 +340,13 @@ class Run:
     def engine_mean(self) -> float:
         return self.engine_ttft[0] / max(1.0, self.engine_ttft[1]) * 1000
 
+    @property
+    def outside(self) -> float:
+        """Mean ms of a request's TTFT spent outside the engine (the client's TTFT
+        less the engine's own, arrival -> first token): what the path to the engine
+        and back costs, whichever engine steps the requests fell into."""
+        return sum(self.ttfts) / len(self.ttfts) - self.engine_mean
+
 
 def measured(
     pid: int,
@@ -460,7 +470,11 @@ def main() -> None:
         head = ["streams", "reqs", "events/req", "TTFT p50 ms direct/gw"]
         head += ["TTFT p99 ms direct/gw", "added p50/p99 ms gw", "p50 by turn"]
         head += ["nginx"]
-        head += ["engine's own TTFT mean direct/gw", "tok/s direct/gw"]
+        head += [
+            "engine's own TTFT mean direct/gw",
+            "added mean outside engine gw/nginx/floor",
+        ]
+        head += ["tok/s direct/gw"]
         head += ["ratio", "CPU ms/req gw (in kernel)", "engine", "nginx", "client"]
         if floor:
             head += ["floor added p50/p99", "floor CPU"]
@@ -484,6 +498,9 @@ def main() -> None:
                 if floor:
                     f.add(measured(floor.pid, engine_url, floor_url, direct, *run))
             nginx_cpu = nginx_added = "-"
+            outside = [f"{g.outside - d.outside:.1f}"]
+            outside += [f"{n.outside - d.outside:.1f}" if nginx else "-"]
+            outside += [f"{f.outside - d.outside:.1f}"] if floor else []
             if nginx:
                 nginx_cpu = f"{n.cpu:.2f}"
                 nginx_added = (
@@ -499,6 +516,7 @@ def main() -> None:
                 " ".join(added),
                 nginx_added,
                 f"{d.engine_mean:>5.1f} / {g.engine_mean:>5.1f}",
+                " / ".join(outside),
                 f"{d.tps:>6.0f} / {g.tps:>6.0f}",
                 f"{g.tps / d.tps:.3f}",
                 f"{g.cpu:.2f} ({g.sys_share:.0%})",
