@@ -36,7 +36,7 @@ import hiredis
 import redis
 import redis.asyncio as aioredis
 
-Waiter = tuple[str, list[str], list[Any], asyncio.Future[Any]]
+Waiter = tuple[bytes, asyncio.Future[Any]]  # a packed EVAL and its caller's future
 
 
 class _Replies(asyncio.Protocol):
@@ -116,12 +116,15 @@ class Batcher:
     def call(
         self, script: str, keys: list[str], args: list[Any]
     ) -> asyncio.Future[Any]:
-        """Queue one EVAL; the future gets its reply (or its error)."""
+        """Queue one EVAL; the future gets its reply (or its error). Packed here, so
+        an argument that cannot be sent fails its own caller (TypeError), not the
+        round trip it would have gone in."""
+        packed = pack_eval(script, keys, args)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.append((script, keys, args, future))
+        self._queue.append((packed, future))
         if not (self._flight or self._scheduled or self._connecting):
             self._scheduled = True
             loop.call_soon(self._flush)
@@ -138,10 +141,7 @@ class Batcher:
             return
         batch, self._queue = self._queue, []
         self._flight, self._resent, self._resend = batch, self._resend, False
-        conn.send(
-            b"".join(pack_eval(script, keys, args) for script, keys, args, _ in batch),
-            len(batch),
-        )
+        conn.send(b"".join(packed for packed, _ in batch), len(batch))
         assert self._loop is not None
         self._timer = self._loop.call_later(self._timeout, self._expire, conn)
 
@@ -155,7 +155,7 @@ class Batcher:
         batch, self._flight = self._flight, []
         if self._timer is not None:
             self._timer.cancel()
-        for (*_, future), reply in zip(batch, replies, strict=True):
+        for (_, future), reply in zip(batch, replies, strict=True):
             if future.done():  # its caller left (client disconnected)
                 continue
             if isinstance(reply, Exception):
@@ -229,7 +229,7 @@ class Batcher:
 
 
 def _fail(batch: list[Waiter], exc: Exception) -> None:
-    for *_, future in batch:
+    for _, future in batch:
         if not future.done():
             future.set_exception(exc)
 

@@ -234,3 +234,32 @@ def test_a_packed_eval_is_what_redis_py_sends_and_redis_runs_it() -> None:
             await client.aclose()
 
     assert asyncio.run(run()) == ["gw:k:ключ".encode(), "模型".encode(), b"42"]
+
+
+async def _bad_argument_among_good(key: str) -> tuple[list[object], object]:
+    client = aioredis.Redis.from_url(str(settings.REDIS_URL))
+    try:
+        got: list[object] = await asyncio.wait_for(
+            asyncio.gather(
+                run_script(client, INCR, [key], []),
+                run_script(client, INCR, [key], [None]),
+                run_script(client, INCR, [key], []),
+                return_exceptions=True,
+            ),
+            5,
+        )
+        after = await asyncio.wait_for(run_script(client, INCR, [key], []), 5)
+        return got, after
+    finally:
+        await batching.close(client)
+        await client.aclose()
+
+
+def test_an_argument_that_cannot_be_sent_fails_only_its_caller() -> None:
+    # packed when called: the calls queued beside it go out and are answered, and
+    # the batcher goes on (packed when sent, the error had left its round trip's
+    # callers waiting for ever)
+    got, after = asyncio.run(_bad_argument_among_good(f"batch-{uuid.uuid4().hex[:8]}"))
+    assert got[0] == 1 and got[2] == 2, got
+    assert isinstance(got[1], TypeError) and "int or str" in str(got[1])
+    assert after == 3
