@@ -3,7 +3,7 @@ console's /v1 gateway and (for reference) through nginx.
 
     .venv/bin/python tests/bench/bench_gateway.py [--tokens 128] [--rounds 8]
         [--repeat 3] [--scale 0.2] [--workers 1] [--stream-interval 1] [--levels 1,16,64]
-        [--spread 0.5] [--no-nginx] [--profile FILE]
+        [--spread 0.5] [--no-nginx] [--floor] [--profile FILE]
 
 Real parts: a sim vLLM engine (engine.sim.vllm, 1 node, DP1), uvicorn serving
 console.asgi with the gateway in front of it (``--workers`` processes), the bundled
