@@ -424,17 +424,17 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    engine, engine_url = start_engine(args.scale, args.stream_interval)
-    engine_port = int(engine_url.rsplit(":", 1)[1])
-    os.environ["GATEWAY_USAGE_FLUSH_S"] = "5"
-    server, gateway_url = start_server(args.workers, args.profile)
-    nginx = None
-    if not args.no_nginx:
-        nginx, nginx_url, nginx_root = start_nginx(engine_port)
-    floor = None
-    if args.floor:
-        floor, floor_url = start_floor(engine_port)
+    engine = server = nginx = floor = None
     try:
+        # started inside the try: one that does not come up stops those before it
+        engine, engine_url = start_engine(args.scale, args.stream_interval)
+        engine_port = int(engine_url.rsplit(":", 1)[1])
+        os.environ["GATEWAY_USAGE_FLUSH_S"] = "5"
+        server, gateway_url = start_server(args.workers, args.profile)
+        if not args.no_nginx:
+            nginx, nginx_url, nginx_root = start_nginx(engine_port)
+        if args.floor:
+            floor, floor_url = start_floor(engine_port)
         profile = make_profile(
             name="bench",
             served_model_name=MODEL,
@@ -533,7 +533,7 @@ def main() -> None:
         load = os.getloadavg()
         print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     finally:
-        if args.profile:
+        if args.profile and server is not None:
             os.kill(server.pid, signal.SIGINT)  # py-spy writes its file on SIGINT
             server.wait(timeout=60)
         for proc in (server, engine, nginx, floor):
