@@ -175,7 +175,9 @@ def cpu_seconds(root: int) -> tuple[float, float]:
 
 def engine_ttft(url: str) -> tuple[float, float]:
     """(sum, count) of the engine's own TTFT histogram (arrival at the engine -> first
-    token), vllm:time_to_first_token_seconds on its /metrics."""
+    token), vllm:time_to_first_token_seconds on its /metrics (vLLM: iteration
+    timestamp - req_stats.arrival_time, vllm/v1/metrics/stats.py
+    IterationStats.update_from_output; the sim: engine.sim.vllm.runtime)."""
     total = count = 0.0
     for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
         if line.startswith("vllm:time_to_first_token_seconds_sum"):

@@ -29,6 +29,9 @@ class Stream:
     completion: text.Completion
     max_tokens: int
     n: int = 1
+    # vLLM's TTFT runs from the request's arrival_time to the step that made its
+    # first token (vllm/v1/metrics/stats.py, IterationStats.update_from_output:
+    # first_token_latency = iteration timestamp - req_stats.arrival_time)
     arrival: float = field(default_factory=time.monotonic)
     queue: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
     token_times: list[float] = field(default_factory=list)
@@ -169,6 +172,9 @@ class SimEngine:
     # ------------------------------------------------------------- stepping
     async def _run(self, rank: int) -> None:
         core = self.cores[rank]
+        # As vLLM's EngineCoreProc.run_busy_loop (vllm/v1/engine/core.py): an idle
+        # core waits for input (_process_input_queue), then steps with whatever is
+        # queued; a request arriving during a step waits for the next one.
         while True:
             if not core.has_work:
                 self._wake[rank].clear()
