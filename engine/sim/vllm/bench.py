@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import os
@@ -288,6 +289,10 @@ def metrics(
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    # as vLLM's bench serve does before it sends a request ("Avoid GC processing
+    # 'static' data - reduce pause times", vllm/benchmarks/serve.py)
+    gc.collect()
+    gc.freeze()
     try:
         outputs, duration = asyncio.run(run(args))
     except RuntimeError as exc:
