@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import shutil
@@ -461,6 +462,13 @@ def main() -> None:
             asyncio.run(batch(nginx_url, direct, 4, [8] * 8))
         if floor:
             asyncio.run(batch(floor_url, direct, 4, [8] * 8))
+        # The client's startup heap (Django, the factories) out of the collector's
+        # walks, as vLLM's own serving benchmark does before it measures ("Avoid GC
+        # processing 'static' data - reduce pause times": gc.collect(); gc.freeze(),
+        # vllm/benchmarks/serve.py): a full collection here stalled every stream in
+        # flight and its TTFTs, whichever path they took.
+        gc.collect()
+        gc.freeze()
         load = os.getloadavg()
         print(
             f"{args.tokens} tokens per stream (spread {args.spread:g}), "
