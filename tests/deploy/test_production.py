@@ -105,6 +105,19 @@ def rabbitmq() -> Iterator[str]:
     run([ctl, "delete_user", user])
 
 
+def logged(path: Path, line: str, wait_s: float = 10.0) -> str:
+    """The log at ``path`` once it holds ``line`` (or at the deadline). nginx writes a
+    request's access line when it finalises the request, after the last byte went
+    out, so a client that has its whole answer can read the log before the line is
+    in it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        text = path.read_text()
+        if line in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.05)
+
+
 def start(stack: ExitStack, cmd: UnitCommand, log: Path) -> subprocess.Popen[bytes]:
     """Run a rendered unit's command in its own process group until the stack closes."""
     env = {
@@ -327,7 +340,7 @@ def test_it_serves_production_behind_nginx(
             )
             assert answer.status_code == 200, answer.text
             assert answer.json()["choices"][0]["text"]
-            access = (root / "nginx" / "access.log").read_text()
+            access = logged(root / "nginx" / "access.log", "POST /v1/completions")
             assert "POST /v1/completions" in access and "GET /ws/" in access
     finally:
         reap_sim_engines(sim_state)
