@@ -107,9 +107,10 @@ def rabbitmq() -> Iterator[str]:
 
 def logged(path: Path, line: str, wait_s: float = 10.0) -> str:
     """The log at ``path`` once it holds ``line`` (or at the deadline). nginx writes a
-    request's access line when it finalises the request, after the last byte went
-    out, so a client that has its whole answer can read the log before the line is
-    in it."""
+    request's access line when it frees the request, after the last byte went out
+    (src/http/ngx_http_request.c: ngx_http_free_request runs ngx_http_log_request,
+    the NGX_HTTP_LOG_PHASE handlers), so a client that has its whole answer can read
+    the log before the line is in it."""
     deadline = time.monotonic() + wait_s
     while True:
         text = path.read_text()
