@@ -5,10 +5,10 @@ round trip when the snapshot is current (all but the first request after a chang
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
+import orjson
 import redis
 from django.conf import settings
 from django.db import DatabaseError
@@ -31,19 +31,22 @@ UNAUTHORIZED = GatewayError(
 
 
 def _json_body(raw: bytes) -> dict[str, Any]:
+    """The request's JSON object, parsed by orjson: stricter than the stdlib where
+    the stdlib goes beyond RFC 8259 (NaN and Infinity, lone surrogates, numbers past
+    a double: 400 here, as a JSON parser in the engine may refuse them too) and 2x
+    faster on a long prompt (README, "Performance")."""
     try:
-        body = json.loads(raw)
-    except UnicodeDecodeError:
-        raise GatewayError(400, "The request body is not UTF-8 JSON.") from None
-    except json.JSONDecodeError as exc:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in exc.msg:  # orjson stops at 1024 levels
+            raise GatewayError(
+                400, "The request body nests too deeply: flatten the JSON."
+            ) from None
+        what = "UTF-8 JSON" if "UTF-8" in exc.msg else "valid JSON"
         raise GatewayError(
             400,
-            f"The request body is not valid JSON: {exc.msg} "
+            f"The request body is not {what}: {exc.msg} "
             f"at line {exc.lineno} column {exc.colno}.",
-        ) from None
-    except RecursionError:
-        raise GatewayError(
-            400, "The request body nests too deeply: flatten the JSON."
         ) from None
     if not isinstance(body, dict):
         raise GatewayError(400, "The request body must be a JSON object.")

@@ -3,10 +3,11 @@ directly; console.gateway.urls adapts them to Django for the test client)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 
 @dataclass
@@ -52,6 +53,6 @@ def json_response(
 ) -> Response:
     return Response(
         status,
-        json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode(),
+        orjson.dumps(data),
         headers=headers or {},
     )

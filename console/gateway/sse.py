@@ -3,9 +3,10 @@ their JSON."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
+
+import orjson
 
 
 async def sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -30,14 +31,12 @@ def sse_data(event: bytes) -> Any:
             if payload == b"[DONE]":
                 return "[DONE]"
             try:
-                return json.loads(payload)
-            except ValueError:
+                return orjson.loads(payload)
+            except orjson.JSONDecodeError:
                 return None
     return None
 
 
 def sse_frame(event: str, data: dict[str, Any]) -> bytes:
     """An Anthropic-style frame: ``event: <type>`` then ``data: <json>``."""
-    return (
-        f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
-    )
+    return b"event: %s\ndata: %s\n\n" % (event.encode(), orjson.dumps(data))

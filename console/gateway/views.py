@@ -10,11 +10,12 @@ and a pooled connection to the engine. After the answer: one Redis round trip
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import time
 import uuid
 from typing import Any
+
+import orjson
 
 from console.gateway import routing, translate
 from console.gateway.admission import (
@@ -197,7 +198,7 @@ def _request_id(given: str) -> str:
 
 
 def _encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
+    return orjson.dumps(body)
 
 
 async def _send(
@@ -235,8 +236,8 @@ async def _plain(
     translated: bool,
 ) -> Response:
     try:
-        data: Any = json.loads(raw)
-    except ValueError:
+        data: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         data = None
     call.read_usage(data)
     if resp.status >= 400 and "completion_tokens" not in call.usage:
@@ -286,8 +287,8 @@ async def _count_tokens_translated(
     finally:
         resp.release()
     try:
-        data = json.loads(raw) if raw else {}
-    except ValueError:
+        data = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
         data = {}
     if resp.status != 200:
         return error_response(

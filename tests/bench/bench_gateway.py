@@ -3,7 +3,7 @@ console's /v1 gateway and (for reference) through nginx.
 
     .venv/bin/python tests/bench/bench_gateway.py [--tokens 128] [--rounds 8]
         [--repeat 3] [--scale 0.2] [--workers 1] [--stream-interval 1] [--levels 1,16,64]
-        [--spread 0.5] [--no-nginx] [--floor] [--profile FILE]
+        [--spread 0.5] [--prompt-kb 32] [--no-nginx] [--floor] [--profile FILE]
 
 Real parts: a sim vLLM engine (engine.sim.vllm, 1 node, DP1), uvicorn serving
 console.asgi with the gateway in front of it (``--workers`` processes), the bundled
@@ -30,7 +30,9 @@ direct run), nginx (during its run) and this client.
 
 ``--stream-interval N`` starts the engine with vLLM's ``--stream-interval`` (an
 event carries up to N tokens; vLLM sends the first token at once). ``--tokens 1``
-measures the fixed cost per request (one content event).
+measures the fixed cost per request (one content event); ``--prompt-kb N`` sends
+N KB of Chinese text as the prompt (documents quoted into a question, as the
+platform's applications do), so that the cost of reading a request body shows.
 
 Every stream of a level asks for the same ``--tokens`` by default, so the streams
 run in lockstep: they all finish in one engine step and their clients send the next
@@ -239,13 +241,30 @@ def lengths(tokens: int, spread: float, count: int) -> list[int]:
     return [rng.randint(low, max(low, high)) for _ in range(count)]
 
 
+PROMPT = "Benchmark the gateway."
+# --prompt-kb: a long prompt of the platform's kind (documents quoted into a question)
+PASSAGE = "根据省政务服务事项办理指南，申请人应当提交身份证明和相关材料。"
+
+
+def prompt_of(kb: int) -> str:
+    """``kb`` KB of UTF-8 text, then the question (the short prompt for 0)."""
+    if not kb:
+        return PROMPT
+    size = len(PASSAGE.encode())
+    return PASSAGE * (kb * 1024 // size + 1) + PROMPT
+
+
 async def one_stream(
-    session: aiohttp.ClientSession, url: str, headers: dict[str, str], tokens: int
+    session: aiohttp.ClientSession,
+    url: str,
+    headers: dict[str, str],
+    tokens: int,
+    prompt: str = PROMPT,
 ) -> tuple[float, int]:
     """(TTFT, content events) of one streamed chat completion."""
     body = {
         "model": MODEL,
-        "messages": [{"role": "user", "content": "Benchmark the gateway."}],
+        "messages": [{"role": "user", "content": prompt}],
         "max_tokens": tokens,
         "ignore_eos": True,
         "stream": True,
@@ -267,7 +286,11 @@ async def one_stream(
 
 
 async def batch(
-    url: str, headers: dict[str, str], concurrency: int, sizes: list[int]
+    url: str,
+    headers: dict[str, str],
+    concurrency: int,
+    sizes: list[int],
+    prompt: str = PROMPT,
 ) -> Run:
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=300)
@@ -278,7 +301,7 @@ async def batch(
 
         async def run(tokens: int) -> tuple[float, int]:
             async with sem:
-                return await one_stream(session, url, headers, tokens)
+                return await one_stream(session, url, headers, tokens, prompt)
 
         cpu0, started = own_cpu(), time.perf_counter()
         results = await asyncio.gather(*(run(n) for n in sizes))
@@ -358,11 +381,12 @@ def measured(
     headers: dict[str, str],
     conc: int,
     sizes: list[int],
+    prompt: str,
 ) -> Run:
     """One run, with the CPU process ``pid`` (and children) spent during it and the
     engine's own TTFT over it (``engine_ttft``)."""
     (u0, s0), (t0, n0) = cpu_seconds(pid), engine_ttft(engine_url)
-    result = asyncio.run(batch(url, headers, conc, sizes))
+    result = asyncio.run(batch(url, headers, conc, sizes, prompt))
     u1, s1 = cpu_seconds(pid)
     result.user, result.system = u1 - u0, s1 - s0
     t1, n1 = engine_ttft(engine_url)
@@ -406,6 +430,14 @@ def main() -> None:
         type=float,
         default=0.0,
         help="stream lengths drawn from tokens x [1-F, 1+F] (0: all equal, lockstep)",
+    )
+    parser.add_argument(
+        "--prompt-kb",
+        type=int,
+        default=0,
+        help="a prompt of this many KB of UTF-8 text (Chinese; aiohttp sends it "
+        "\\u-escaped, ~2x the bytes, as Python's OpenAI client does); 0: one short "
+        "sentence",
     )
     parser.add_argument(
         "--no-nginx", action="store_true", help="skip the nginx reference runs"
@@ -474,6 +506,7 @@ def main() -> None:
             f"{args.tokens} tokens per stream (spread {args.spread:g}), "
             f"--stream-interval {args.stream_interval}"
             f", SIM_TIME_SCALE={args.scale}, {args.workers} gateway process(es), "
+            f"prompt {len(prompt_of(args.prompt_kb).encode()) // 1024} KB, "
             f"{os.cpu_count()} cores, load average before: "
             f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
         )
@@ -491,7 +524,8 @@ def main() -> None:
         print(" | ".join(head))
         for concurrency in [int(x) for x in args.levels.split(",")]:
             count = max(32, args.rounds * concurrency)
-            run = (concurrency, lengths(args.tokens, args.spread, count))
+            sizes = lengths(args.tokens, args.spread, count)
+            run = (concurrency, sizes, prompt_of(args.prompt_kb))
             d, g, n, f = Run(), Run(), Run(), Run()
             added: list[str] = []
             # direct, gateway and nginx in turn, --repeat times: a run's TTFTs depend
