@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,8 @@ from console.gateway.services import apikey_create
 from console.gateway.usage import PENDING_KEY, field_prefix
 from console.models import ApiUsage
 from tests.factories import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,6 +56,46 @@ def test_startup_moves_what_the_process_loaded_out_of_the_collectors_way() -> No
     # the modules, Django's and the console's objects: no longer walked by a full
     # collection
     assert gc.get_freeze_count() > 10_000
+
+
+FRESH_PROCESS = """
+import asyncio, gc, sys
+from django.urls import resolve
+from console.asgi import application
+
+async def startup():  # the startup half only: the shutdown would write usage
+    inbox = asyncio.Queue()
+    inbox.put_nowait({"type": "lifespan.startup"})
+    done = asyncio.Event()
+    async def send(message):
+        done.set()
+    scope = {"type": "lifespan", "asgi": {"version": "3.0"}}
+    task = asyncio.ensure_future(application(scope, inbox.get, send))
+    await done.wait()
+    task.cancel()
+
+assert "console.api.views" not in sys.modules  # not loaded by the import itself
+asyncio.run(startup())
+view = resolve("/api/clusters/").func  # what the first API request runs
+print(any(o is view for o in gc.get_objects()))  # frozen: not among these
+"""
+
+
+def test_the_views_are_loaded_before_the_freeze_not_at_the_first_page() -> None:
+    # In a fresh process, as uvicorn starts one: Django would import the URLconf at
+    # the first page request, after the freeze, and every full collection would
+    # walk its objects again.
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings"}
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
 
 
 def test_shutdown_writes_the_usage_still_pending(admin: Any) -> None:
