@@ -5,6 +5,7 @@ round trip when the snapshot is current (all but the first request after a chang
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -135,11 +136,85 @@ async def snapshot_or_503(version: int) -> Snapshot:
         ) from None
 
 
+class Restart(Exception):  # noqa: N818  (control flow, not a failure)
+    """The snapshot changed while a request went on early: it is dropped and
+    authorized again on the new one (this admission, counted, goes with it)."""
+
+    def __init__(self, admission: ratelimit.Admission) -> None:
+        super().__init__("the gateway's keys or routes changed")
+        self.admission = admission
+
+
+class Refused(GatewayError):
+    """An early request's admission said no (429, 503): not the engine's fault."""
+
+
+class Early:
+    """The admission of a request sent on before its reply was in: a key the process
+    knows, with a route, well under its limits (ratelimit.comfortable). The reply
+    is awaited once the engine has the request, before a byte of the answer goes
+    out, so the Redis round trip is off the request's way to the engine, and a
+    revoked key, a pool change or a limit reached still decide the answer."""
+
+    def __init__(self, key: KeyInfo, snap: Snapshot) -> None:
+        self.key, self.snap = key, snap
+        self.reply, self.start = ratelimit.admit_later(key.prefix)
+        ratelimit.early_start(key.prefix)
+        self.settled = False
+
+    async def settle(self) -> None:
+        """Return when the request stands as sent; raise Restart (the snapshot
+        changed) or Refused (over a limit, the limiter unreachable)."""
+        if self.settled:
+            return
+        self.settled = True
+        try:
+            raw = await self.reply
+        except redis.RedisError as exc:
+            log.warning("gateway rate limiter unreachable: %s", exc)
+            raise Refused(
+                503,
+                "The gateway's rate limiter is unreachable; retry shortly.",
+                retry_after=5,
+            ) from None
+        finally:
+            ratelimit.early_end(self.key.prefix)
+        admission = ratelimit.admission_of(raw, self.key.prefix, self.start)
+        if admission.version != self.snap.version:
+            raise Restart(admission)
+        try:
+            ratelimit.check_limits(admission, rpm=self.key.rpm, tpm=self.key.tpm)
+        except GatewayError as err:
+            raise Refused(
+                err.status, err.message, retry_after=err.retry_after
+            ) from None
+
+    def close(self) -> None:
+        """The request ended before its admission was awaited (the client left)."""
+        if not self.settled:
+            self.settled = True
+            ratelimit.early_end(self.key.prefix)
+            self.reply.add_done_callback(_quiet)
+
+
+def _quiet(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: no "never retrieved" warning
+
+
 async def authorized(
-    req: Request, protocol: str, path: str
-) -> tuple[KeyInfo, dict[str, Any], list[routing.Upstream], Snapshot]:
-    """Key, body, pool and the snapshot they came from; one Redis round trip when the
-    snapshot is current (which it is but for the first request after a change)."""
+    req: Request,
+    protocol: str,
+    path: str,
+    *,
+    early: bool = False,
+    admitted: ratelimit.Admission | None = None,
+) -> tuple[KeyInfo, dict[str, Any], list[routing.Upstream], Early | None]:
+    """Key, body, pool and, when the request may go on before its admission is back
+    (``early``, and the key is known, routed and well under its limits), that
+    admission in flight; else one Redis round trip (``admitted``: one made
+    already) when the snapshot is current (which it is but for the first request
+    after a change)."""
     if req.method != "POST":
         raise GatewayError(405, f"Use POST for {path}.")
     secret = secret_from_headers(req.headers)
@@ -160,8 +235,17 @@ async def authorized(
             _check_bounds(body, protocol, path, limit)
         except GatewayError:
             pool = []
+    if (
+        early
+        and admitted is None
+        and key is not None
+        and body is not None
+        and pool
+        and ratelimit.comfortable(key.prefix, rpm=key.rpm, tpm=key.tpm)
+    ):
+        return key, body, pool, Early(key, snap)
     # Count the request now only if it looks admissible on this snapshot.
-    admission = await admit_or_503(key.prefix if key and pool else None)
+    admission = admitted or await admit_or_503(key.prefix if key and pool else None)
     if admission.version != snap.version:
         snap = await snapshot_or_503(admission.version)
         fresh = snap.keys.get(digest)
@@ -177,4 +261,4 @@ async def authorized(
     if not admission.counted:
         admission = await admit_or_503(key.prefix)
     ratelimit.check_limits(admission, rpm=key.rpm, tpm=key.tpm)
-    return key, body, pool, snap
+    return key, body, pool, None

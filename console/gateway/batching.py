@@ -267,11 +267,18 @@ async def close(client: aioredis.Redis) -> None:
         await batcher.close()
 
 
+def script_future(
+    client: aioredis.Redis, script: str, keys: list[str], args: list[Any]
+) -> asyncio.Future[Any]:
+    """EVAL ``script`` in ``client``'s next pipeline; the future of its reply."""
+    batcher = _batchers.get(client)
+    if batcher is None:
+        batcher = _batchers[client] = Batcher(client)
+    return batcher.call(script, keys, args)
+
+
 async def run_script(
     client: aioredis.Redis, script: str, keys: list[str], args: list[Any]
 ) -> Any:
     """EVAL ``script`` in ``client``'s next pipeline; its reply."""
-    batcher = _batchers.get(client)
-    if batcher is None:
-        batcher = _batchers[client] = Batcher(client)
-    return await batcher.call(script, keys, args)
+    return await script_future(client, script, keys, args)

@@ -15,6 +15,7 @@ import asyncio
 import time
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from django.conf import settings
@@ -96,14 +97,66 @@ class Admission:
     tokens: int = 0
 
 
-async def admit(bucket: str | None) -> Admission:
-    """Read the cache version; with a key's ``bucket``, count the request too."""
+def _admit_args(bucket: str | None) -> tuple[int, list[str], list[Any]]:
     start, _ = _window()
     keys = [VERSION_KEY, f"gw:rl:{bucket}:{start}:req", f"gw:rl:{bucket}:{start}:tok"]
-    raw = await run_script(_redis(), _ADMIT, keys, [1 if bucket else 0, WINDOW_S * 2])
+    return start, keys, [1 if bucket else 0, WINDOW_S * 2]
+
+
+def admission_of(raw: Any, bucket: str | None, start: int) -> Admission:
     if bucket is None:
         return Admission(int(raw[0]), False)
-    return Admission(int(raw[0]), True, int(raw[1]), int(raw[2]))
+    found = Admission(int(raw[0]), True, int(raw[1]), int(raw[2]))
+    _seen[bucket] = (start, found.requests, found.tokens)
+    return found
+
+
+async def admit(bucket: str | None) -> Admission:
+    """Read the cache version; with a key's ``bucket``, count the request too."""
+    start, keys, args = _admit_args(bucket)
+    raw = await run_script(_redis(), _ADMIT, keys, args)
+    return admission_of(raw, bucket, start)
+
+
+def admit_later(bucket: str) -> tuple[asyncio.Future[Any], int]:
+    """``admit`` sent now, its reply (and its window's start) read later with
+    ``admission_of`` (console.gateway.admission.Early)."""
+    start, keys, args = _admit_args(bucket)
+    return batching.script_future(_redis(), _ADMIT, keys, args), start
+
+
+# What this process last heard of each key's window, and its requests sent on before
+# their admission came back: a key well under its limits by these goes on at once.
+_seen: dict[
+    str, tuple[int, int, int]
+] = {}  # bucket -> (window start, requests, tokens)
+_early: dict[str, int] = {}  # bucket -> admissions in flight for requests sent on
+HEADROOM = 0.9
+
+
+def comfortable(bucket: str, *, rpm: int, tpm: int) -> bool:
+    """The key's window, as last heard of, is under HEADROOM of both limits even
+    with every request already sent on early: this one can go to the engine before
+    its admission is back (a key near a limit waits for it, so a client past its
+    limit does not reach the engine with request after request)."""
+    start, _ = _window()
+    seen = _seen.get(bucket)
+    if seen is None or seen[0] != start:
+        return False  # nothing heard of this window yet
+    requests = seen[1] + _early.get(bucket, 0) + 1
+    return requests <= rpm * HEADROOM and seen[2] < tpm * HEADROOM
+
+
+def early_start(bucket: str) -> None:
+    _early[bucket] = _early.get(bucket, 0) + 1
+
+
+def early_end(bucket: str) -> None:
+    left = _early.get(bucket, 0) - 1
+    if left > 0:
+        _early[bucket] = left
+    else:
+        _early.pop(bucket, None)
 
 
 async def cache_version() -> int:

@@ -20,12 +20,16 @@ import orjson
 from console.gateway import routing, translate
 from console.gateway.admission import (
     UNAUTHORIZED,
+    Early,
+    Refused,
+    Restart,
     admit_or_503,
     authorized,
     snapshot_or_503,
 )
 from console.gateway.errors import ANTHROPIC, OPENAI, GatewayError, error_response
 from console.gateway.http import Request, Response, StreamResponse, json_response
+from console.gateway.ratelimit import Admission
 from console.gateway.relay import (
     Call,
     PushRelay,
@@ -69,8 +73,28 @@ async def models(req: Request) -> Response:
 
 
 async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResponse:
+    """Authorize, route and relay one request. A request of a key well under its
+    limits goes on to the engine before its admission is back (admission.Early);
+    when that admission finds the keys or routes changed meanwhile, the request is
+    dropped there and authorized again (once: an admitted request is not early)."""
     try:
-        key, body, pool, _ = await authorized(req, protocol, path)
+        return await _proxy(req, protocol, path, None)
+    except Restart as restart:
+        return await _proxy(req, protocol, path, restart.admission)
+
+
+async def _proxy(
+    req: Request, protocol: str, path: str, admitted: Admission | None
+) -> Response | StreamResponse:
+    early: Early | None = None
+    try:
+        key, body, pool, early = await authorized(
+            req,
+            protocol,
+            path,
+            early=not path.endswith("count_tokens"),
+            admitted=admitted,
+        )
         version = req.headers.get("anthropic-version")
         if version is not None and not _VERSION.match(version):
             raise GatewayError(
@@ -96,7 +120,10 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
             send_path, data = _upstream_request(req, protocol, path, body, translated)
             call = Call(key, model, upstream, body, len(req.body))
             try:
-                upstream_resp = await _send(req, upstream, send_path, data)
+                upstream_resp = await _sent(req, upstream, send_path, data, early)
+            except (Restart, Refused):  # the request was not admitted as sent
+                await call.finish(counted=False)
+                raise
             except Unreachable:
                 await upstream_error(upstream.cluster_id)
                 await call.finish(counted=False)
@@ -112,6 +139,8 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
                 await upstream_error(upstream.cluster_id)
             break
         else:
+            if early is not None:
+                await early.settle()  # the pool it was refused by may be gone
             names = ", ".join(u.cluster_name for u in pool)
             raise GatewayError(
                 502,
@@ -121,6 +150,9 @@ async def proxy(req: Request, protocol: str, path: str) -> Response | StreamResp
             )
     except GatewayError as err:
         return error_response(err, protocol)
+    finally:
+        if early is not None:
+            early.close()  # left before its admission was awaited (no-op once it was)
     stream = bool(body.get("stream")) and upstream_resp.status == 200
     if not stream:
         try:
@@ -199,6 +231,30 @@ def _request_id(given: str) -> str:
 
 def _encode(body: dict[str, Any]) -> bytes:
     return orjson.dumps(body)
+
+
+async def _sent(
+    req: Request,
+    upstream: routing.Upstream,
+    path: str,
+    data: bytes,
+    early: Early | None,
+) -> UpstreamResponse:
+    """``_send``; with an early admission, that admission settled before what came
+    back (an answer, or the engine's failure) is taken as this request's."""
+    if early is None:
+        return await _send(req, upstream, path, data)
+    try:
+        resp = await _send(req, upstream, path, data)
+    except (Unreachable, GatewayError):
+        await early.settle()
+        raise
+    try:
+        await early.settle()
+    except BaseException:
+        resp.close()  # the engine sees the connection go and aborts the request
+        raise
+    return resp
 
 
 async def _send(
