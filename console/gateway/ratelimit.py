@@ -1,8 +1,9 @@
 """Per-key rate limits in Redis: requests and tokens per fixed one-minute window.
 
-A request costs one Redis round trip before it is sent on (``admit``: the cache
+A request costs one Redis round trip for its admission (``admit``: the cache
 version, and when the key is known the request count and the window's tokens — one
-Lua script) and one after its answer (``spend``: the tokens against the limit and the
+Lua script; sent before the request goes on, or beside it for a key well under its
+limits: ``comfortable``, console.gateway.admission.Early) and one after its answer (``spend``: the tokens against the limit and the
 usage counters, console.gateway.usage). Requests are counted when admitted; tokens
 when the answer's usage is known, so a key over its token budget is refused from its
 next request until the window ends. Calls made while a round trip is on the wire share

@@ -2,8 +2,9 @@
 no session), served by the gateway's own ASGI app (console.gateway.app).
 
 A request costs, before it is sent on: a sha256 of its key, a lookup of key and
-route in the process's snapshot, one Redis round trip (cache version + rate limit),
-and a pooled connection to the engine. After the answer: one Redis round trip
+route in the process's snapshot, one Redis round trip (cache version + rate limit;
+for a key well under its limits, on the wire while the request goes on, and awaited
+before the answer does: admission.Early), and a pooled connection to the engine. After the answer: one Redis round trip
 (tokens against the limit + usage counters).
 """
 
