@@ -112,16 +112,20 @@ def _check_bounds(body: dict[str, Any], protocol: str, path: str, limit: int) ->
             raise GatewayError(400, f"{name} must be an integer {bound}.", param=name)
 
 
+def _limiter_unreachable(
+    exc: redis.RedisError, error: type[GatewayError] = GatewayError
+) -> GatewayError:
+    log.warning("gateway rate limiter unreachable: %s", exc)
+    return error(
+        503, "The gateway's rate limiter is unreachable; retry shortly.", retry_after=5
+    )
+
+
 async def admit_or_503(bucket: str | None) -> ratelimit.Admission:
     try:
         return await ratelimit.admit(bucket)
     except redis.RedisError as exc:
-        log.warning("gateway rate limiter unreachable: %s", exc)
-        raise GatewayError(
-            503,
-            "The gateway's rate limiter is unreachable; retry shortly.",
-            retry_after=5,
-        ) from None
+        raise _limiter_unreachable(exc) from None
 
 
 async def snapshot_or_503(version: int) -> Snapshot:
@@ -171,12 +175,7 @@ class Early:
         try:
             raw = await self.reply
         except redis.RedisError as exc:
-            log.warning("gateway rate limiter unreachable: %s", exc)
-            raise Refused(
-                503,
-                "The gateway's rate limiter is unreachable; retry shortly.",
-                retry_after=5,
-            ) from None
+            raise _limiter_unreachable(exc, Refused) from None
         finally:
             ratelimit.early_end(self.key.prefix)
         admission = ratelimit.admission_of(raw, self.key.prefix, self.start)

@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.factories import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh import fresh_python
 
 
 def test_the_demo_seed_logs_no_error_while_redis_is_not_up(tmp_path: Path) -> None:
@@ -20,14 +17,7 @@ def test_the_demo_seed_logs_no_error_while_redis_is_not_up(tmp_path: Path) -> No
         if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")
     }
     env.update(CONSOLE_VAR_DIR=str(tmp_path), CONSOLE_REDIS_PORT=str(free_port()))
-    out = subprocess.run(
-        [sys.executable, "manage.py", "bootstrap_demo"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = fresh_python("manage.py", "bootstrap_demo", env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     logged = out.stdout + out.stderr
     assert "Demo logins" in logged

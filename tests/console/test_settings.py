@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh import fresh_python
+
 PROBE = (
     "import json, django; from django.conf import settings; django.setup(); "
     "print(json.dumps({'engine': settings.DATABASES['default']['ENGINE'], 'name': str(settings.DATABASES['default']['NAME']), "
@@ -41,14 +41,7 @@ def run_settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]
             **env,
         }
     )
-    return subprocess.run(
-        [sys.executable, "-c", PROBE],
-        cwd=ROOT,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return fresh_python("-c", PROBE, env=clean, timeout=60)
 
 
 def test_it_defaults_to_sqlite_and_embedded_redis(tmp_path: Path) -> None:
@@ -198,12 +191,5 @@ def test_it_reads_secret_from_file(tmp_path: Path) -> None:
             "DJANGO_SETTINGS_MODULE": "console.settings",
         }
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = fresh_python("-c", probe, env=env, timeout=60)
     assert result.stdout.strip() == "file-secret-value"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from engine import compat
 from engine.sim.state import DEFAULT_VERSIONS, load_config, node_dir, save_config
+from tests.fresh import fresh_python
 
 
 def test_it_holds_the_published_rows_with_their_source_commit():
@@ -75,13 +74,7 @@ def test_a_sim_node_with_foreign_torch_npu_fails_preflight(tmp_path):
         "SIM_NODE": "ascend-02",
         "PATH": "/usr/bin:/bin",
     }
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = fresh_python("-c", code, env=env, check=True)
     (found,) = json.loads(out.stdout)
     assert found["status"] == "fail"
     assert "torch_npu 2.9.0" in found["evidence"]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from engine import weights
 from engine.memory import model_facts_from_config
 from engine.sim.models import DEFAULT_TEMPLATE, TEMPLATES, node_model_dir
+from tests.fresh import fresh_python
 
 SHARD = "model-00002-of-00004.safetensors"
 
@@ -124,13 +123,7 @@ def test_sim_nodes_report_their_own_copy_in_preflight(tmp_path):
             copy = node_model_dir("/data/models/Qwen3.5-397B-A17B", node, base=tmp_path)
             with (copy / SHARD).open("ab") as f:
                 f.write(b"x")
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        out = fresh_python("-c", code, env=env, check=True)
         answers[node] = json.loads(out.stdout)
     assert answers["ascend-01"]["path"] == "/data/models/Qwen3.5-397B-A17B"
     assert answers["ascend-01"]["config"]["num_layers"] == 60

@@ -12,11 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from console.gateway import ratelimit
 from console.gateway.services import apikey_create, apikey_revoke
 from console.models import ClusterState
 from tests.gateway.conftest import NEW_MODEL, SimEngine
 from tests.integration.test_agent import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 STREAM = {
     "model": NEW_MODEL,
@@ -44,82 +45,41 @@ def _post(world: dict[str, Any], secret: str, body: dict[str, Any]) -> httpx.Res
     )
 
 
+def _heard_of(world: dict[str, Any], secret: str, engine: SimEngine) -> float:
+    """One admitted request of ``secret`` in a window with time left (the gateway
+    process now knows the window); the engine's aborts so far."""
+    _window_left()
+    first = _post(world, secret, {**STREAM, "max_tokens": 2, "stream": False})
+    assert first.status_code == 200
+    return engine.aborts()
+
+
 def _finished(engine: SimEngine) -> float:
     return engine.metric("vllm:request_success_total")
 
 
-class TestComfortable:
-    """Which requests may go on early, from what the process last heard."""
-
-    def setup_method(self) -> None:
-        ratelimit._seen.clear()
-        ratelimit._early.clear()
-
-    def test_nothing_heard_of_this_window_waits(self) -> None:
-        assert not ratelimit.comfortable("k", rpm=1000, tpm=10**9)
-        start, _ = ratelimit._window()
-        ratelimit.admission_of([b"1", 5, b"0"], "k", start - 60)  # the last window
-        assert not ratelimit.comfortable("k", rpm=1000, tpm=10**9)
-
-    def test_well_under_both_limits_goes_early(self) -> None:
-        start, _ = ratelimit._window()
-        ratelimit.admission_of([b"1", 8, b"100"], "k", start)
-        assert ratelimit.comfortable("k", rpm=10, tpm=1000)  # 9 of 10, 100 of 1000
-
-    def test_near_a_limit_waits_counting_what_went_early(self) -> None:
-        start, _ = ratelimit._window()
-        ratelimit.admission_of([b"1", 9, b"0"], "k", start)
-        assert not ratelimit.comfortable("k", rpm=10, tpm=1000)  # the 10th of 10
-        ratelimit.admission_of([b"1", 8, b"900"], "k", start)
-        assert not ratelimit.comfortable("k", rpm=10, tpm=1000)  # 900 of 1000 tokens
-        ratelimit.admission_of([b"1", 8, b"0"], "k", start)
-        assert ratelimit.comfortable("k", rpm=10, tpm=1000)
-        ratelimit.early_start("k")  # one sent on, its admission not back yet
-        assert not ratelimit.comfortable("k", rpm=10, tpm=1000)
-        ratelimit.early_end("k")
-        assert ratelimit.comfortable("k", rpm=10, tpm=1000)
-        assert not ratelimit.comfortable("k", rpm=0, tpm=1000)
-
-
-@pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
-def test_a_key_revoked_meanwhile_gets_401_and_the_engine_drops_the_request(
-    world: dict[str, Any], engines: dict[str, SimEngine]
+@pytest.mark.parametrize(("change", "status"), [("revoke", 401), ("drain", 503)])
+def test_a_change_meanwhile_decides_the_answer_and_the_engine_drops_the_request(
+    world: dict[str, Any], engines: dict[str, SimEngine], change: str, status: int
 ) -> None:
     engine = engines[NEW_MODEL]
-    key, secret = apikey_create(name="early-rev", user=None, rpm=1000, tpm=10**9)
-    _window_left()
-    first = _post(world, secret, {**STREAM, "max_tokens": 2, "stream": False})
-    assert first.status_code == 200  # admitted first: the window is heard of
-    before = engine.aborts()
-    apikey_revoke(key=key, user=None)
+    key, secret = apikey_create(name=f"early-{change}", user=None, rpm=1000, tpm=10**9)
+    before = _heard_of(world, secret, engine)
+    if change == "revoke":
+        apikey_revoke(key=key, user=None)
+    else:  # the cluster leaves the pool
+        cluster = world["new"]
+        cluster.state = ClusterState.DRAINING
+        cluster.save(update_fields=["state"])
     refused = _post(world, secret, STREAM)
-    assert refused.status_code == 401, refused.text
-    # it had gone on early (the process did not know of the revocation yet): the
-    # engine saw it, and the gateway's hang-up aborted it
+    assert refused.status_code == status, refused.text
+    if status == 503:
+        assert int(refused.headers["Retry-After"]) > 0
+    # it had gone on early (the process did not know of the change yet): the engine
+    # saw it, and the gateway's hang-up aborted it
     wait_for(lambda: engine.aborts() > before, timeout=30)
 
 
-@pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
-def test_a_cluster_that_left_the_pool_meanwhile_gets_503(
-    world: dict[str, Any], engines: dict[str, SimEngine]
-) -> None:
-    engine = engines[NEW_MODEL]
-    _window_left()
-    first = _post(world, world["secret"], {**STREAM, "max_tokens": 2, "stream": False})
-    assert first.status_code == 200
-    before = engine.aborts()
-    cluster = world["new"]
-    cluster.state = ClusterState.DRAINING
-    cluster.save(update_fields=["state"])
-    refused = _post(world, world["secret"], STREAM)
-    assert refused.status_code == 503 and int(refused.headers["Retry-After"]) > 0
-    wait_for(lambda: engine.aborts() > before, timeout=30)
-
-
-@pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
 def test_requests_past_the_limit_never_reach_the_engine(
     world: dict[str, Any], engines: dict[str, SimEngine]
 ) -> None:

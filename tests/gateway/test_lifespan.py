@@ -6,10 +6,7 @@ import asyncio
 import gc
 import logging
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +18,7 @@ from console.gateway.services import apikey_create
 from console.gateway.usage import PENDING_KEY, field_prefix
 from console.models import ApiUsage
 from tests.factories import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh import fresh_python
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,14 +82,7 @@ def test_the_views_are_loaded_before_the_freeze_not_at_the_first_page() -> None:
     # the first page request, after the freeze, and every full collection would
     # walk its objects again.
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings"}
-    out = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = fresh_python("-c", FRESH_PROCESS, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
 
