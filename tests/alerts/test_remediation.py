@@ -108,16 +108,23 @@ def rounds_until(
     raise AssertionError(f"condition not met after {rounds} rounds")
 
 
-def incident_of(alert: Alert) -> Incident:
+def incident_of(alert: Alert, timeout: float = 60) -> Incident:
     """The incident acting on ``alert``: its own, or the one it joined (a crashed head can
     fire "Engine health failing" in the same round, and the first alert decided opens
-    the restart incident; the other joins it)."""
-    own = Incident.objects.filter(alert=alert).first()
-    if own is not None:
-        return own
-    joined = AlertEvent.objects.filter(alert=alert, data__decision="join").first()
-    assert joined is not None, f"alert #{alert.pk} has no incident: {timeline(alert)}"
-    return Incident.objects.get(pk=joined.data["incident"])
+    the restart incident; the other joins it). The decision commits after the alert
+    fires (the control worker decides in its own transaction): wait for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        own = Incident.objects.filter(alert=alert).first()
+        if own is not None:
+            return own
+        joined = AlertEvent.objects.filter(alert=alert, data__decision="join").first()
+        if joined is not None:
+            return Incident.objects.get(pk=joined.data["incident"])
+        assert time.monotonic() < deadline, (
+            f"alert #{alert.pk} has no incident: {timeline(alert)}"
+        )
+        time.sleep(0.2)
 
 
 def wait_incident(pk: int, states: tuple[str, ...], timeout: float = 150) -> Incident:
