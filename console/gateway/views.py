@@ -253,7 +253,11 @@ async def _sent(
     try:
         await early.settle()
     except BaseException:
-        resp.close()  # the engine sees the connection go and aborts the request
+        # the engine sees the connection go and aborts the request: vLLM's API
+        # server races each handler against an ASGI http.disconnect listener and
+        # cancels it (vllm/entrypoints/utils.py, with_cancellation and
+        # listen_for_disconnect); a stream ends with its generator
+        resp.close()
         raise
     return resp
 
