@@ -125,19 +125,33 @@ def is_last(chunk: bytes) -> bool:
     return chunk.endswith(b"[DONE]\n\n") or b"event: message_stop" in chunk[-80:]
 
 
+def _is_openai_last(chunk: bytes) -> bool:
+    return chunk.endswith(b"[DONE]\n\n")
+
+
 class _Events:
-    """Whole events out of the engine's reads. No per-event work on the common path:
-    a read that ends on an event boundary (an engine writes whole events) goes out as
-    it came; only the usage event (once per stream) is parsed, and dropped when the
-    gateway asked for it and the client did not."""
+    """Whole events out of the engine's reads. Little per-event work on the common
+    path: a read that ends on an event boundary (an engine writes whole events) goes
+    out as it came, after a count of its events; only the usage event (once per
+    stream) is parsed, and dropped when the gateway asked for it and the client did
+    not.
+
+    Any read that ends in an empty line ends on an event boundary, whatever the line
+    ends (LF, CRLF: the SSE spec allows both). Line ends matter only to the count:
+    CRLF events hold no ``\n\n``. Whether the stream uses them is read off its first
+    read (a server writes one kind: vLLM LF), not scanned for in every event."""
 
     def __init__(self, call: Call, drop_usage_chunk: bool) -> None:
         self.call, self.drop_usage_chunk = call, drop_usage_chunk
         self.rest = b""
+        self.crlf: bool | None = None  # unknown until the first read
 
     def feed(self, chunk: bytes) -> bytes:
         """The whole events completed by ``chunk`` (b"" when none is)."""
-        if self.rest or b"\r" in chunk or not chunk.endswith(b"\n\n"):
+        crlf = self.crlf
+        if crlf is None:
+            crlf = self.crlf = b"\r" in chunk
+        if self.rest or crlf or not chunk.endswith(b"\n\n"):
             # part of an event (or CRLF line ends): keep what is not whole yet
             rest = (self.rest + chunk).replace(b"\r\n", b"\n")
             end = rest.rfind(b"\n\n")
@@ -192,10 +206,17 @@ class PushRelay:
     its tokens spent."""
 
     def __init__(
-        self, call: Call, resp: UpstreamResponse, *, drop_usage_chunk: bool
+        self,
+        call: Call,
+        resp: UpstreamResponse,
+        *,
+        drop_usage_chunk: bool,
+        openai: bool = True,
     ) -> None:
         self.call, self.resp = call, resp
         self.events = _Events(call, drop_usage_chunk)
+        # OpenAI's stream ends in [DONE]: no need to look for Anthropic's end as well
+        self.is_last = _is_openai_last if openai else is_last
         self.final: list[bytes] = []
         self._write: Write | None = None
         self._wake: asyncio.Future[None] | None = None
@@ -211,7 +232,7 @@ class PushRelay:
         try:
             while True:
                 self._wake = loop.create_future()
-                self.resp.on_data(self._pump)
+                self.resp.on_data(self._pump, self._take)
                 self._pump()
                 await self._wake
                 self.resp.on_data(None)
@@ -233,14 +254,29 @@ class PushRelay:
             await release(self.call, self.resp)
         return b"".join(self.final)
 
+    def _take(self, data: bytes) -> bool:
+        """A piece of the body, straight from the engine connection's parser: its
+        whole events written now (True), unless the relay is not taking (a write is
+        waiting, the answer is over): then the connection keeps it for ``_pump``."""
+        wake = self._wake
+        if wake is None or wake.done():
+            return False
+        try:
+            if out := self.events.feed(data):
+                self._send(out, wake)
+        except Exception as exc:  # noqa: BLE001 (not in the engine connection's callback)
+            self._failure = exc
+            wake.set_result(None)
+        return True
+
     def _pump(self) -> None:
-        """Take what has arrived and write its whole events; wake the task at the end,
-        on an error, or when a write has to wait."""
-        wake, write = self._wake, self._write
-        if wake is None or wake.done() or write is None:
+        """Take what the connection kept and write its whole events; wake the task at
+        the end, on an error, or when a write has to wait."""
+        wake = self._wake
+        if wake is None or wake.done():
             return
         try:
-            while True:
+            while not wake.done():
                 try:
                     data = self.resp.ready()
                 except (TimeoutError, UpstreamError):
@@ -251,19 +287,21 @@ class PushRelay:
                     return
                 if not data:
                     return  # more to come
-                out = self.events.feed(data)
-                if not out:
-                    continue
-                if self.final or is_last(out):
-                    self.final.append(out)
-                    continue
-                held = write(out)
-                if held is not None:
-                    self._held = held
-                    wake.set_result(None)
-                    return
+                if out := self.events.feed(data):
+                    self._send(out, wake)
         except Exception as exc:  # noqa: BLE001 (not in the engine connection's callback)
             self._failure = exc
+            wake.set_result(None)
+
+    def _send(self, out: bytes, wake: asyncio.Future[None]) -> None:
+        """Write whole events to the client, or hold them back from the end marker on;
+        a write that has to wait wakes the task to finish it."""
+        if self.final or self.is_last(out):
+            self.final.append(out)
+            return
+        held = self._write(out)  # type: ignore[misc]
+        if held is not None:
+            self._held = held
             wake.set_result(None)
 
 

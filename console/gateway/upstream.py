@@ -70,6 +70,8 @@ class _Connection(asyncio.Protocol):
         self.last_data = self.loop.time()
         # called instead of waking a reader (UpstreamResponse.on_data)
         self.on_data: Callable[[], None] | None = None
+        # offered each piece of the body first; True: taken, not kept (on_data)
+        self.sink: Callable[[bytes], bool] | None = None
 
     # -- httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -85,6 +87,9 @@ class _Connection(asyncio.Protocol):
         )
 
     def on_body(self, body: bytes) -> None:
+        sink = self.sink
+        if sink is not None and not self.body and sink(body):
+            return
         self.body.append(body)
         self.buffered += len(body)
 
@@ -120,8 +125,10 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def _wake(self) -> None:
-        if self.on_data is not None:
-            self.on_data()
+        on_data = self.on_data
+        if on_data is not None:
+            if self.body or self.complete or self.error is not None:
+                on_data()
             return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -208,11 +215,18 @@ class UpstreamResponse:
             raise conn.error
         return b""
 
-    def on_data(self, callback: Callable[[], None] | None) -> None:
+    def on_data(
+        self,
+        callback: Callable[[], None] | None,
+        sink: Callable[[bytes], bool] | None = None,
+    ) -> None:
         """Call ``callback`` (in the connection's own callback, no task switch)
         whenever more of the answer, its end or an error is here; None: back to
-        waking ``next_chunk``."""
+        waking ``next_chunk``. ``sink`` is offered each piece of the body as the
+        parser reads it, before it is kept for ``ready``: a piece it takes (returns
+        True) is never kept (no list, no join, no call to ``callback`` for it)."""
         self._conn.on_data = callback
+        self._conn.sink = sink
 
     async def next_chunk(self) -> bytes:
         """The body read since the last call (waiting for some); b"" at its end.

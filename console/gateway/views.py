@@ -184,7 +184,9 @@ async def _proxy(
     else:
         drop = protocol == OPENAI and not client_wants_usage
         chunks = relay(call, upstream_resp, drop_usage_chunk=drop)
-        push = PushRelay(call, upstream_resp, drop_usage_chunk=drop)
+        push = PushRelay(
+            call, upstream_resp, drop_usage_chunk=drop, openai=protocol == OPENAI
+        )
         return StreamResponse(chunks, push=push)
     return StreamResponse(chunks)
 

@@ -159,11 +159,75 @@ def _dechunk(raw: bytes) -> bytes:
         body, rest = body + rest[:size], rest[size + 2 :]
 
 
+def _serve_key_and_cluster(engine_port: int) -> str:
+    """An API key and a running cluster whose head answers on ``engine_port``."""
+    _, secret = apikey_create(name="push", user=None, rpm=1000, tpm=10**9)
+    profile = make_profile(
+        name="push profile", served_model_name=MODEL, vllm_version="0.33.0"
+    )
+    cluster = make_cluster(name="push", nodes=1, profile=profile)
+    Node.objects.filter(cluster=cluster, rank=0).update(
+        management_ip="127.0.0.1", api_port=engine_port
+    )
+    cluster.state = ClusterState.RUNNING
+    cluster.save(update_fields=["state"])
+    return secret
+
+
+async def _through_uvicorn(
+    events: list[bytes], engine_port: int, secret: str, *, stall: float = 0
+) -> bytes:
+    """One streamed request to the gateway's ASGI app served by uvicorn (as in
+    production: its httptools protocol), from a client that reads nothing for
+    ``stall`` seconds; the raw answer."""
+    import uvicorn
+
+    runner, _ = await _engine([*events, USAGE, DONE], port=engine_port)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            gateway_app_module.gateway_app,
+            host="127.0.0.1",
+            port=port,
+            lifespan="off",
+            log_level="warning",
+            http="httptools",
+        )
+    )
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    body = json.dumps(
+        {"model": MODEL, "messages": [], "max_tokens": 10, "stream": True}
+    ).encode()
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
+        b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (secret.encode(), len(body), body)
+    )
+    await writer.drain()
+    await asyncio.sleep(stall)  # not reading: the gateway's writes back up
+    raw = b""
+    while not raw.endswith(b"\r\n0\r\n\r\n"):
+        more = await asyncio.wait_for(reader.read(65536), 30)
+        assert more, raw[-200:]
+        raw += more
+    writer.close()
+    server.should_exit = True
+    await serving
+    await upstream.upstream_close()
+    await runner.cleanup()
+    return raw
+
+
 def test_a_client_slower_than_the_engine_gets_every_event_once_in_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import uvicorn
-
     # 600 events of ~16 KB: far over the client connection's write buffer, so
     # uvicorn's send has to wait for the client (ASGI flow control)
     events = [_event(i, 16000) for i in range(600)]
@@ -176,61 +240,52 @@ def test_a_client_slower_than_the_engine_gets_every_event_once_in_order(
         return resume(*args)
 
     monkeypatch.setattr(gateway_app_module, "_resume", counting)
-    _, secret = apikey_create(name="push", user=None, rpm=1000, tpm=10**9)
     engine_port = free_port()
-    profile = make_profile(
-        name="push profile", served_model_name=MODEL, vllm_version="0.33.0"
-    )
-    cluster = make_cluster(name="push", nodes=1, profile=profile)
-    Node.objects.filter(cluster=cluster, rank=0).update(
-        management_ip="127.0.0.1", api_port=engine_port
-    )
-    cluster.state = ClusterState.RUNNING
-    cluster.save(update_fields=["state"])
-
-    async def scenario() -> bytes:
-        runner, _ = await _engine([*events, USAGE, DONE], port=engine_port)
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                gateway_app_module.gateway_app,
-                host="127.0.0.1",
-                port=port,
-                lifespan="off",
-                log_level="warning",
-            )
-        )
-        serving = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.01)
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.setblocking(False)
-        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-        reader, writer = await asyncio.open_connection(sock=sock)
-        body = json.dumps(
-            {"model": MODEL, "messages": [], "max_tokens": 10, "stream": True}
-        ).encode()
-        writer.write(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
-            b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (secret.encode(), len(body), body)
-        )
-        await writer.drain()
-        await asyncio.sleep(1.0)  # not reading: the gateway's writes back up
-        raw = b""
-        while not raw.endswith(b"\r\n0\r\n\r\n"):
-            more = await asyncio.wait_for(reader.read(65536), 30)
-            assert more, raw[-200:]
-            raw += more
-        writer.close()
-        server.should_exit = True
-        await serving
-        await upstream.upstream_close()
-        await runner.cleanup()
-        return raw
-
-    raw = asyncio.run(scenario())
+    secret = _serve_key_and_cluster(engine_port)
+    raw = asyncio.run(_through_uvicorn(events, engine_port, secret, stall=1.0))
     assert raw.startswith(b"HTTP/1.1 200")
     assert _dechunk(raw) == b"".join(events) + DONE  # once each, in order
     assert resumed > 0  # some writes did wait for the client
+
+
+def test_under_uvicorn_events_are_written_straight_to_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the direct writer recognises uvicorn's send (a uvicorn that renamed its
+    # RequestResponseCycle or its fields would fail here, not just run slower) and
+    # frames each event as uvicorn would: the client reads a valid chunked body
+    events = [_event(i) for i in range(50)]
+    written: list[bytes] = []
+    direct = gateway_app_module._direct
+
+    def counting(send: Any) -> Any:
+        write = direct(send)
+        assert write is not None, "uvicorn's send not recognised"
+
+        def counted(data: bytes) -> bool:
+            done = write(data)
+            if done:
+                written.append(data)
+            return done
+
+        return counted
+
+    monkeypatch.setattr(gateway_app_module, "_direct", counting)
+    engine_port = free_port()
+    secret = _serve_key_and_cluster(engine_port)
+    raw = asyncio.run(_through_uvicorn(events, engine_port, secret))
+    assert raw.startswith(b"HTTP/1.1 200")
+    assert b"transfer-encoding: chunked" in raw.partition(b"\r\n\r\n")[0].lower()
+    assert _dechunk(raw) == b"".join(events) + DONE
+    # all but the first write (it goes out with the head, through send) went
+    # direct: the end of the stream, at least half of it
+    direct_body = b"".join(written)
+    assert b"".join(events).endswith(direct_body)
+    assert direct_body.count(b"\n\n") >= len(events) // 2
+
+
+def test_no_direct_writer_for_a_send_that_is_not_uvicorns() -> None:
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    assert gateway_app_module._direct(send) is None

@@ -107,6 +107,11 @@ CUTS = {
         STREAM.replace(b"\n", b"\r\n")[:50],
         STREAM.replace(b"\n", b"\r\n")[50:],
     ],
+    # the relay reads the line ends off the first read: this one holds none yet
+    "CRLF line ends, the first read before the first line end": [
+        STREAM.replace(b"\n", b"\r\n")[:5],
+        STREAM.replace(b"\n", b"\r\n")[5:],
+    ],
 }
 
 
@@ -134,21 +139,22 @@ def test_a_stream_without_its_usage_counts_what_was_relayed(mode: str) -> None:
     assert call.tokens()[1] == 4
 
 
-def test_a_cut_stream_from_an_engine_with_a_stream_interval_counts_what_it_can_carry(
-    mode: str,
+CRLF_CUTS = {
+    "CRLF": [piece.replace(b"\n", b"\r\n") for piece in [ROLE, *TOKENS[:3]]],
+    # a read that ends in "\n\n" but holds a CRLF event before it
+    "CRLF then LF in one read": [
+        ROLE.replace(b"\n", b"\r\n") + TOKENS[0],
+        TOKENS[1],
+        TOKENS[2],
+    ],
+}
+
+
+@pytest.mark.parametrize("cut", CRLF_CUTS, ids=list(CRLF_CUTS))
+def test_a_crlf_stream_without_its_usage_counts_every_event(
+    cut: str, mode: str
 ) -> None:
-    # --stream-interval 4: the first event carries one token, each later one up to 4;
-    # the count is the most the relayed events can carry, within n x max_tokens
-    pieces = [ROLE, *TOKENS[:3]]
-    _, call = asyncio.run(
-        _relayed(
-            pieces, mode=mode, drop_usage_chunk=True, stream_interval=4, max_tokens=100
-        )
-    )
-    assert call.tokens()[1] == 1 + 3 * 4
-    _, call = asyncio.run(
-        _relayed(
-            pieces, mode=mode, drop_usage_chunk=True, stream_interval=4, max_tokens=10
-        )
-    )
-    assert call.tokens()[1] == 10
+    # CRLF events hold no "\n\n": counted only once their line ends are read
+    got, call = asyncio.run(_relayed(CRLF_CUTS[cut], mode=mode, drop_usage_chunk=True))
+    assert b"".join(got) == ROLE + b"".join(TOKENS[:3])
+    assert call.tokens()[1] == 4
