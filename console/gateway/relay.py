@@ -194,11 +194,14 @@ Write = Callable[[bytes], Coroutine[Any, Any, None] | None]
 
 
 class PushRelay:
-    """The relay driven by the engine connection's own callback: each read's whole
-    events are written to the client in the callback that read them, with no task
-    switch and no generator per event (a relayed event cost the gateway ~23 us more
-    CPU through the task, the generators and back than written from the callback:
-    README, "Performance"). The request's task sleeps until the answer ends, the
+    """The relay driven by the engine connection's own callback: each piece of body
+    the parser reads is handed to ``_take`` and its whole events are written to the
+    client there, with no task switch, no generator and no buffer per event (a
+    relayed event cost the gateway ~23 us more CPU through the task, the generators
+    and back than written from the callback, and ~5 us more through a buffer and
+    ASGI's send than straight: README, "Performance";
+    tests/bench/bench_relay_event.py). What arrives while a write waits is kept by
+    the connection and written by ``_pump`` once it is done. The request's task sleeps until the answer ends, the
     engine breaks off, or the client's connection is over its write buffer (ASGI
     flow control: that write is finished in the task, the callback pauses until it
     is). The end marker and whatever follows it are held back and returned once the
