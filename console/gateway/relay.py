@@ -201,12 +201,13 @@ class PushRelay:
     and back than written from the callback, and ~5 us more through a buffer and
     ASGI's send than straight: README, "Performance";
     tests/bench/bench_relay_event.py). What arrives while a write waits is kept by
-    the connection and written by ``_pump`` once it is done. The request's task sleeps until the answer ends, the
-    engine breaks off, or the client's connection is over its write buffer (ASGI
-    flow control: that write is finished in the task, the callback pauses until it
-    is). The end marker and whatever follows it are held back and returned once the
-    request is counted, so a client that sends its next request on ``[DONE]`` finds
-    its tokens spent."""
+    the connection and written by ``_pump`` once it is done.
+
+    The request's task sleeps until the answer ends, the engine breaks off, or the
+    client's connection is over its write buffer (ASGI flow control: that write is
+    finished in the task, the callback pauses until it is). The end marker and
+    whatever follows it are held back and returned once the request is counted, so
+    a client that sends its next request on ``[DONE]`` finds its tokens spent."""
 
     def __init__(
         self,
