@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(shlex.join(cmd))
         return 0
     os.environ.update(env)
-    # Put the venv first on PATH so honcho's children find celery/uvicorn from it.
+    # Put the venv first on PATH so honcho's children find python and celery from it.
     os.environ["PATH"] = (
         f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     )

@@ -5,28 +5,28 @@ console's /v1 gateway and (for reference) through nginx.
         [--repeat 3] [--scale 0.2] [--workers 1] [--stream-interval 1] [--levels 1,16,64]
         [--spread 0.5] [--prompt-kb 32] [--no-nginx] [--floor] [--profile FILE]
 
-Real parts: a sim vLLM engine (engine.sim.vllm, 1 node, DP1), uvicorn serving
-console.asgi with the gateway in front of it (``--workers`` processes), the bundled
-Redis (rate limits, usage counters), a SQLite database (keys, usage), and Debian's
-nginx as a plain reverse proxy to the same engine (``proxy_buffering off``, pooled
-upstream connections: what a relay written in C costs on this machine; `make
-deploy-tools` installs it). At each concurrency level the direct, gateway and nginx
-runs take turns (``--repeat`` turns, each ``--rounds`` x streams requests) in one
-process with the same client (aiohttp, one pooled session per run); the table
-prints, per level, over the turns pooled: TTFT p50/p99 (request sent -> first
-content chunk) direct and through the gateway, the gateway's added TTFT p50/p99
-(and each turn's added p50 on its own: how much of it is the luck of the turn),
-nginx's added TTFT (the floor of any relay in this set-up), the
-engine's own mean TTFT in each run (its vllm:time_to_first_token_seconds histogram:
-arrival at the engine -> first token; what of the added TTFT happened inside the
-engine rather than on the gateway's path), the mean TTFT added outside the engine
-(each run's mean client TTFT less the engine's own mean, less the same for the
-direct run: gateway / nginx / floor; unlike the added p50 it does not move with the
-engine steps a burst of arrivals falls into), relayed
-tokens/s and the ratio gateway/direct, and CPU per request (user + system from
-/proc, over the run, divided by its requests) of the gateway process tree (with
-the share spent in the kernel: socket reads and writes), the engine (during the
-direct run), nginx (during its run) and this client.
+Real parts: a sim vLLM engine (engine.sim.vllm, 1 node, DP1), uvicorn (``python -m
+console.serve``, as the web unit runs it) serving console.asgi with the gateway in
+front of it (``--workers`` processes), the bundled Redis (rate limits, usage
+counters), a SQLite database (keys, usage), and Debian's nginx as a plain reverse
+proxy to the same engine (``proxy_buffering off``, pooled upstream connections: what
+a relay written in C costs on this machine; `make deploy-tools` installs it). At
+each concurrency level the direct, gateway and nginx runs take turns (``--repeat``
+turns, each ``--rounds`` x streams requests) in one process with the same client
+(aiohttp, one pooled session per run); the table prints, per level, over the turns
+pooled: TTFT p50/p99 (request sent -> first content chunk) direct and through the
+gateway, the gateway's added TTFT p50/p99 (and each turn's added p50 on its own: how
+much of it is the luck of the turn), nginx's added TTFT (the floor of any relay in
+this set-up), the engine's own mean TTFT in each run (its
+vllm:time_to_first_token_seconds histogram: arrival at the engine -> first token;
+what of the added TTFT happened inside the engine rather than on the gateway's
+path), the mean TTFT added outside the engine (each run's mean client TTFT less the
+engine's own mean, less the same for the direct run: gateway / nginx / floor; unlike
+the added p50 it does not move with the engine steps a burst of arrivals falls
+into), relayed tokens/s and the ratio gateway/direct, and CPU per request (user +
+system from /proc, over the run, divided by its requests) of the gateway process
+tree (with the share spent in the kernel: socket reads and writes), the engine
+(during the direct run), nginx (during its run) and this client.
 
 ``--stream-interval N`` starts the engine with vLLM's ``--stream-interval`` (an
 event carries up to N tokens; vLLM sends the first token at once). ``--tokens 1``
@@ -122,7 +122,7 @@ def start_server(
     under ``py-spy record`` (raw collapsed stacks to ``profile``; PY_SPY_ARGS adds
     options, e.g. --native; PY_SPY_RATE samples per second, 100) when asked."""
     port = free_port()
-    argv = [sys.executable, "-m", "uvicorn", "console.asgi:application"]
+    argv = [sys.executable, "-m", "console.serve", "console.asgi:application"]
     if profile:
         spy = [PY_SPY, "record", *os.environ.get("PY_SPY_ARGS", "").split()]
         rate = os.environ.get("PY_SPY_RATE", "100")

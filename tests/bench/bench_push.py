@@ -39,7 +39,7 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
     argv = [
         sys.executable,
         "-m",
-        "uvicorn",
+        "console.serve",
         "console.asgi:application",
         "--host",
         "127.0.0.1",

@@ -172,7 +172,7 @@ def test_it_installs_offline_twice_and_serves(
     assert read_env(env_file)["REDIS_URL"].endswith(f":{redis_port}/0")
     unit = (site / "units" / "ascend-console-web.service").read_text()
     assert (
-        f"{site}/opt/venv/bin/uvicorn" in unit
+        f"{site}/opt/venv/bin/python -m console.serve" in unit
         and f"EnvironmentFile={site}/etc/console.env" in unit
     )
 
@@ -200,7 +200,9 @@ def test_it_installs_offline_twice_and_serves(
                 *isolated,
                 "env",
                 *env,
-                f"{opt}/venv/bin/uvicorn",
+                f"{opt}/venv/bin/python",
+                "-m",
+                "console.serve",
                 "console.asgi:application",
                 "--host",
                 "127.0.0.1",

@@ -15,7 +15,7 @@ def make_root(root: Path) -> Path:
     """A filesystem root as the install script leaves it; returns its unit directory."""
     venv = root / "opt/ascend-console/venv/bin"
     venv.mkdir(parents=True)
-    for exe in ("celery", "uvicorn"):
+    for exe in ("celery", "python"):
         (venv / exe).write_text("#!/bin/sh\n")
         (venv / exe).chmod(0o755)
     (root / "opt/ascend-console/app").mkdir(parents=True)
@@ -44,11 +44,11 @@ def test_it_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 
 def test_it_finds_what_verify_would_refuse(tmp_path: Path) -> None:
     units = make_root(tmp_path)
-    (tmp_path / "opt/ascend-console/venv/bin/uvicorn").unlink()
+    (tmp_path / "opt/ascend-console/venv/bin/python").unlink()
     shutil.copy(DEPLOY / "systemd/ascend-console-web.service", units)
     argv = [need("systemd-analyze"), "verify", f"--root={tmp_path}", "--man=no"]
     result = run(argv + [str(units / "ascend-console-web.service")])
-    assert result.returncode != 0 and "uvicorn is not executable" in result.stderr
+    assert result.returncode != 0 and "python is not executable" in result.stderr
 
 
 def test_it_runs_the_web_unit_with_web_concurrency_workers() -> None:

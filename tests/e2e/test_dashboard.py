@@ -78,7 +78,8 @@ def off_thread(fn: Callable[[], Any]) -> None:
 
 
 class UvicornServer:
-    """The console's ASGI app in a real uvicorn process on the test database.
+    """The console's ASGI app in a real uvicorn process (``python -m console.serve``,
+    as the web unit runs it) on the test database.
 
     ``stop()`` and ``start()`` again restart it on the same port: what a deploy or a
     crashed web process does to every open WebSocket.
@@ -98,7 +99,7 @@ class UvicornServer:
         argv = [
             sys.executable,
             "-m",
-            "uvicorn",
+            "console.serve",
             "console.asgi:application",
             "--host",
             "127.0.0.1",

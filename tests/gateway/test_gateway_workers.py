@@ -38,7 +38,7 @@ def two_workers(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
         "WEB_CONCURRENCY": "2",
         "GATEWAY_USAGE_FLUSH_S": "1",
     }
-    argv = [sys.executable, "-m", "uvicorn", "console.asgi:application"]
+    argv = [sys.executable, "-m", "console.serve", "console.asgi:application"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     argv += ["--workers", "2"]
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, preexec_fn=die_with_parent)
