@@ -16,7 +16,7 @@ import asyncio
 import gc
 import logging
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from django.conf import settings
@@ -119,36 +119,50 @@ async def _resume(coro: Any, blocker: Any) -> None:
         coro.close()
 
 
-def _direct(send: Any) -> Callable[[bytes], bool] | None:
-    """A body chunk written the way uvicorn's httptools protocol writes it (chunked
-    framing, one ``transport.write``: uvicorn/protocols/http/httptools_impl.py
+class _PushedWriter:
+    """How PushRelay writes to the client: the response's head goes out with the
+    first chunk through ASGI ``send``; each chunk after it is written the way
+    uvicorn's httptools protocol writes a body chunk (chunked framing, one
+    ``transport.write``: uvicorn/protocols/http/httptools_impl.py
     ``RequestResponseCycle.send``) without building its message and running its
     coroutine, about a quarter of the gateway's own Python per relayed event.
 
-    Only for that protocol (the one the gateway is served with: pyproject pins
-    ``uvicorn[standard]``, whose httptools it picks) and only while its send would
-    write at once: the head went out with chunked framing, the answer is not
-    complete, the client is connected and its write buffer is under the high-water
-    mark (uvicorn's flow control). Otherwise the writer returns False and the chunk
-    goes through ``send``; under another server (h11, a wrapping middleware) there
-    is no writer at all."""
-    cycle = getattr(send, "__self__", None)
-    if type(cycle) is not RequestResponseCycle:
-        return None
-    transport, flow = cycle.transport, cycle.flow
+    Directly only under that protocol (the one the gateway is served with:
+    pyproject pins ``uvicorn[standard]``, whose httptools it picks) and only while
+    its send would write at once: the head went out with chunked framing, the
+    answer is not complete, the client is connected and its write buffer is under
+    the high-water mark (uvicorn's flow control). Otherwise the chunk goes through
+    ``send``, and under another server (h11, a wrapping middleware) every chunk
+    does. ``write`` returns None when written, else the rest of the send to await.
+    """
 
-    def write(data: bytes) -> bool:
-        if (
-            flow.write_paused
-            or cycle.disconnected
-            or cycle.response_complete
-            or not cycle.chunked_encoding
-        ):
-            return False
-        transport.write(b"%x\r\n%s\r\n" % (len(data), data))
-        return True
+    __slots__ = ("send", "head", "cycle")
 
-    return write
+    def __init__(self, send: Any, head: dict[str, Any] | None) -> None:
+        self.send, self.head = send, head
+        cycle = getattr(send, "__self__", None)
+        self.cycle = cycle if type(cycle) is RequestResponseCycle else None
+
+    def write(self, data: bytes) -> Coroutine[Any, Any, None] | None:
+        cycle = self.cycle
+        if self.head is None:
+            if (
+                cycle is not None
+                and cycle.chunked_encoding
+                and not cycle.flow.write_paused
+                and not cycle.disconnected
+                and not cycle.response_complete
+            ):
+                cycle.transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+                return None
+            body = {"type": "http.response.body", "body": data, "more_body": True}
+            return _send_now(self.send, body)
+        start, self.head = self.head, None
+        body = {"type": "http.response.body", "body": data, "more_body": True}
+        held = _send_now(self.send, start)
+        if held is not None:
+            return _then(held, self.send, body)
+        return _send_now(self.send, body)
 
 
 async def _send_pushed(
@@ -156,26 +170,12 @@ async def _send_pushed(
 ) -> None:
     """Relay through the engine connection's callback (console.gateway.relay.
     PushRelay); the end marker goes out with the end of the body once counted."""
-    head: dict[str, Any] | None = _head(
-        response.status, response.content_type, response.headers
+    writer = _PushedWriter(
+        send, _head(response.status, response.content_type, response.headers)
     )
-    direct = _direct(send)
-
-    def write(data: bytes) -> Coroutine[Any, Any, None] | None:
-        nonlocal head
-        if head is None and direct is not None and direct(data):
-            return None
-        body = {"type": "http.response.body", "body": data, "more_body": True}
-        if head is not None:
-            start, head = head, None
-            held = _send_now(send, start)
-            if held is not None:
-                return _then(held, send, body)
-        return _send_now(send, body)
-
-    final = await response.push.run(write)
-    if head is not None:
-        await send(head)
+    final = await response.push.run(writer.write)
+    if writer.head is not None:
+        await send(writer.head)
     state["done"] = True
     await send({"type": "http.response.body", "body": final})
 

@@ -125,10 +125,6 @@ def is_last(chunk: bytes) -> bool:
     return chunk.endswith(b"[DONE]\n\n") or b"event: message_stop" in chunk[-80:]
 
 
-def _is_openai_last(chunk: bytes) -> bool:
-    return chunk.endswith(b"[DONE]\n\n")
-
-
 class _Events:
     """Whole events out of the engine's reads. Little per-event work on the common
     path: a read that ends on an event boundary (an engine writes whole events) goes
@@ -220,7 +216,7 @@ class PushRelay:
         self.call, self.resp = call, resp
         self.events = _Events(call, drop_usage_chunk)
         # OpenAI's stream ends in [DONE]: no need to look for Anthropic's end as well
-        self.is_last = _is_openai_last if openai else is_last
+        self.anthropic = not openai
         self.final: list[bytes] = []
         self._write: Write | None = None
         self._wake: asyncio.Future[None] | None = None
@@ -260,53 +256,55 @@ class PushRelay:
 
     def _take(self, data: bytes) -> bool:
         """A piece of the body, straight from the engine connection's parser: its
-        whole events written now (True), unless the relay is not taking (a write is
-        waiting, the answer is over): then the connection keeps it for ``_pump``."""
+        whole events written now (True), or held back from the end marker on;
+        unless the relay is not taking (a write is waiting, the answer is over):
+        then the connection keeps it for ``_pump``. A write that has to wait wakes
+        the task to finish it. One method, not three: this runs once per event."""
         wake = self._wake
         if wake is None or wake.done():
             return False
         try:
-            if out := self.events.feed(data):
-                self._send(out, wake)
+            out = self.events.feed(data)
+            if not out:
+                return True
+            if (
+                self.final
+                or out.endswith(b"[DONE]\n\n")
+                or (self.anthropic and is_last(out))
+            ):
+                self.final.append(out)
+                return True
+            held = self._write(out)  # type: ignore[misc]
+            if held is not None:
+                self._held = held
+                wake.set_result(None)
         except Exception as exc:  # noqa: BLE001 (not in the engine connection's callback)
             self._failure = exc
             wake.set_result(None)
         return True
 
     def _pump(self) -> None:
-        """Take what the connection kept and write its whole events; wake the task at
-        the end, on an error, or when a write has to wait."""
+        """Take what the connection kept and relay it; wake the task at the end, on
+        an error, or when a write has to wait."""
         wake = self._wake
-        if wake is None or wake.done():
+        if wake is None:
             return
-        try:
-            while not wake.done():
-                try:
-                    data = self.resp.ready()
-                except (TimeoutError, UpstreamError):
-                    self.call.broken = True
-                    data = None
-                if data is None:
+        while not wake.done():
+            try:
+                data = self.resp.ready()
+            except (TimeoutError, UpstreamError):
+                self.call.broken = True
+                data = None
+            except Exception as exc:  # noqa: BLE001 (as in _take)
+                self._failure = exc
+                data = None
+            if data is None:
+                if not wake.done():
                     wake.set_result(None)
-                    return
-                if not data:
-                    return  # more to come
-                if out := self.events.feed(data):
-                    self._send(out, wake)
-        except Exception as exc:  # noqa: BLE001 (not in the engine connection's callback)
-            self._failure = exc
-            wake.set_result(None)
-
-    def _send(self, out: bytes, wake: asyncio.Future[None]) -> None:
-        """Write whole events to the client, or hold them back from the end marker on;
-        a write that has to wait wakes the task to finish it."""
-        if self.final or self.is_last(out):
-            self.final.append(out)
-            return
-        held = self._write(out)  # type: ignore[misc]
-        if held is not None:
-            self._held = held
-            wake.set_result(None)
+                return
+            if not data:
+                return  # more to come
+            self._take(data)
 
 
 def _take_usage(call: Call, chunk: bytes, drop_usage_chunk: bool) -> bytes:

@@ -111,7 +111,10 @@ class _Connection(asyncio.Protocol):
         if self.buffered > HIGH_WATER and not self.paused and self.transport:
             self.paused = True
             self.transport.pause_reading()
-        self._wake()
+        # _wake, unless it would do nothing: a relay took every piece (on_data set,
+        # nothing kept, not over), as for nearly every event of a stream
+        if self.on_data is None or self.body or self.complete or self.error is not None:
+            self._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True

@@ -13,8 +13,8 @@ Both write into a transport that only counts bytes, so the socket's own cost (th
 same for any relay: bench_gateway.py measures it) is left out.
 
 ``--send`` runs the gateway's write through uvicorn's ASGI ``send`` coroutine, the
-way it went before the direct writer (console.gateway.app._direct), to show what
-that writer saves. bench_gateway.py's CPU per request moves ±10 % between runs on
+way it went before the direct writer (console.gateway.app._PushedWriter), to show
+what that writer saves. bench_gateway.py's CPU per request moves ±10 % between runs on
 this machine; this measure moves a few per cent, so small changes to the hot path
 show here first.
 """
@@ -26,7 +26,6 @@ import asyncio
 import logging
 import statistics
 import time
-from typing import Any
 
 import _env  # noqa: F401  (environment, Redis, database)
 import httptools
@@ -35,7 +34,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from console.gateway import routing, upstream
-from console.gateway.app import _direct, _send_now
+from console.gateway.app import _PushedWriter
 from console.gateway.relay import Call, PushRelay
 from console.gateway.snapshot import KeyInfo
 
@@ -104,16 +103,13 @@ async def gateway_us(events: int, through_send: bool) -> float:
     call = Call(key, "qwen3.5", engine, {"model": "qwen3.5", "stream": True}, 10)
     client = CountingTransport()
     cycle = _cycle(client)
-    direct = None if through_send else _direct(cycle.send)
-
-    def write(data: bytes) -> Any:  # as console.gateway.app._send_pushed, head sent
-        if direct is not None and direct(data):
-            return None
-        body = {"type": "http.response.body", "body": data, "more_body": True}
-        return _send_now(cycle.send, body)
+    # the gateway's writer after the head went out; a send that is not uvicorn's
+    # own bound method (a wrapper) gets every chunk through it
+    send = (lambda message: cycle.send(message)) if through_send else cycle.send
+    writer = _PushedWriter(send, None)
 
     push = PushRelay(call, resp, drop_usage_chunk=True)
-    push._write, push._wake = write, loop.create_future()
+    push._write, push._wake = writer.write, loop.create_future()
     resp.on_data(push._pump, push._take)
     start = time.process_time()
     for _ in range(events):

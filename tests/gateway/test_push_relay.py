@@ -115,6 +115,34 @@ def test_writes_that_wait_are_finished_in_order() -> None:
     assert call.complete and call.tokens() == (3, 7)
 
 
+@pytest.mark.parametrize("openai", [True, False])
+def test_what_follows_the_end_marker_stays_behind_it(openai: bool) -> None:
+    # the end marker is held back until the request is counted; anything the engine
+    # sends after it (a separate read) must not overtake it to the client
+    stop = DONE if openai else b"event: message_stop\ndata: {}\n\n"
+    after = _event(99)
+    events = [_event(i) for i in range(3)]
+
+    async def scenario() -> tuple[list[bytes], bytes]:
+        runner, port = await _engine([*events, stop, after], pause=0.01)
+        call = _call(port)
+        written: list[bytes] = []
+        try:
+            resp = await upstream.post(
+                call.upstream.base_url, "/v1/chat/completions", b"{}", {}
+            )
+            relay = PushRelay(call, resp, drop_usage_chunk=True, openai=openai)
+            final = await relay.run(written.append)  # type: ignore[arg-type]
+        finally:
+            await upstream.upstream_close()
+            await runner.cleanup()
+        return written, final
+
+    written, final = asyncio.run(scenario())
+    assert b"".join(written) == b"".join(events)
+    assert final == stop + after
+
+
 def test_an_engine_that_breaks_off_ends_the_relay_counted_and_reported() -> None:
     import redis as redis_sync
     from django.conf import settings
@@ -251,41 +279,39 @@ def test_a_client_slower_than_the_engine_gets_every_event_once_in_order(
 def test_under_uvicorn_events_are_written_straight_to_the_client(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the direct writer recognises uvicorn's send (a uvicorn that renamed its
+    # the writer recognises uvicorn's send (a uvicorn that renamed its
     # RequestResponseCycle or its fields would fail here, not just run slower) and
-    # frames each event as uvicorn would: the client reads a valid chunked body
+    # frames each event as uvicorn would: the client reads a valid chunked body, and
+    # all but the head and the first event went past send
     events = [_event(i) for i in range(50)]
-    written: list[bytes] = []
-    direct = gateway_app_module._direct
+    through_send: list[bytes] = []
+    send_now = gateway_app_module._send_now
 
-    def counting(send: Any) -> Any:
-        write = direct(send)
-        assert write is not None, "uvicorn's send not recognised"
+    def counting(send: Any, message: dict[str, Any]) -> Any:
+        if message["type"] == "http.response.body":
+            through_send.append(message["body"])
+        return send_now(send, message)
 
-        def counted(data: bytes) -> bool:
-            done = write(data)
-            if done:
-                written.append(data)
-            return done
-
-        return counted
-
-    monkeypatch.setattr(gateway_app_module, "_direct", counting)
+    monkeypatch.setattr(gateway_app_module, "_send_now", counting)
     engine_port = free_port()
     secret = _serve_key_and_cluster(engine_port)
     raw = asyncio.run(_through_uvicorn(events, engine_port, secret))
     assert raw.startswith(b"HTTP/1.1 200")
     assert b"transfer-encoding: chunked" in raw.partition(b"\r\n\r\n")[0].lower()
     assert _dechunk(raw) == b"".join(events) + DONE
-    # all but the first write (it goes out with the head, through send) went
-    # direct: the end of the stream, at least half of it
-    direct_body = b"".join(written)
-    assert b"".join(events).endswith(direct_body)
-    assert direct_body.count(b"\n\n") >= len(events) // 2
+    sent = b"".join(through_send)
+    assert b"".join(events).startswith(sent)
+    assert sent.count(b"\n\n") <= len(events) // 2  # the rest went direct
 
 
-def test_no_direct_writer_for_a_send_that_is_not_uvicorns() -> None:
+def test_a_send_that_is_not_uvicorns_gets_every_chunk() -> None:
+    messages: list[dict[str, Any]] = []
+
     async def send(message: dict[str, Any]) -> None:
-        pass
+        messages.append(message)
 
-    assert gateway_app_module._direct(send) is None
+    writer = gateway_app_module._PushedWriter(send, None)
+    assert writer.cycle is None
+    assert writer.write(b"data: 1\n\n") is None  # this send finishes at once
+    body = {"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True}
+    assert messages == [body]
