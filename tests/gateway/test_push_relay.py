@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -75,12 +76,34 @@ def _call(port: int, cluster_id: int = 1) -> Call:
     return call
 
 
+async def _relayed(
+    pieces: list[bytes],
+    call_of: Callable[[int], Call],
+    write: Any,
+    *,
+    openai: bool = True,
+    **engine: Any,
+) -> tuple[Call, bytes]:
+    """The engine's ``pieces`` relayed by a PushRelay through ``write``: the call
+    (``call_of(port)``) and what the relay held back to the end."""
+    runner, port = await _engine(pieces, **engine)
+    call = call_of(port)
+    try:
+        resp = await upstream.post(
+            call.upstream.base_url, "/v1/chat/completions", b"{}", {}
+        )
+        relay = PushRelay(call, resp, drop_usage_chunk=True, openai=openai)
+        final = await relay.run(write)
+    finally:
+        await upstream.upstream_close()
+        await runner.cleanup()
+    return call, final
+
+
 def test_writes_that_wait_are_finished_in_order() -> None:
     events = [_event(i) for i in range(40)]
 
     async def scenario() -> tuple[list[bytes], Call, int]:
-        runner, port = await _engine([*events, USAGE, DONE], pause=0.002)
-        call = _call(port)
         got: list[bytes] = []
         waited = calls = 0
 
@@ -97,15 +120,9 @@ def test_writes_that_wait_are_finished_in_order() -> None:
             got.append(data)
             return None
 
-        try:
-            resp = await upstream.post(
-                call.upstream.base_url, "/v1/chat/completions", b"{}", {}
-            )
-            final = await PushRelay(call, resp, drop_usage_chunk=True).run(write)
-            got.append(final)
-        finally:
-            await upstream.upstream_close()
-            await runner.cleanup()
+        pieces = [*events, USAGE, DONE]
+        call, final = await _relayed(pieces, _call, write, pause=0.002)
+        got.append(final)
         return got, call, waited
 
     got, call, waited = asyncio.run(scenario())
@@ -124,18 +141,11 @@ def test_what_follows_the_end_marker_stays_behind_it(openai: bool) -> None:
     events = [_event(i) for i in range(3)]
 
     async def scenario() -> tuple[list[bytes], bytes]:
-        runner, port = await _engine([*events, stop, after], pause=0.01)
-        call = _call(port)
         written: list[bytes] = []
-        try:
-            resp = await upstream.post(
-                call.upstream.base_url, "/v1/chat/completions", b"{}", {}
-            )
-            relay = PushRelay(call, resp, drop_usage_chunk=True, openai=openai)
-            final = await relay.run(written.append)  # type: ignore[arg-type]
-        finally:
-            await upstream.upstream_close()
-            await runner.cleanup()
+        pieces = [*events, stop, after]
+        _, final = await _relayed(
+            pieces, _call, written.append, openai=openai, pause=0.01
+        )
         return written, final
 
     written, final = asyncio.run(scenario())
@@ -153,19 +163,11 @@ def test_an_engine_that_breaks_off_ends_the_relay_counted_and_reported() -> None
     before = int(client.hget(TOTAL_KEY, str(cluster_id)) or 0)
 
     async def scenario() -> tuple[list[bytes], Call]:
-        runner, port = await _engine(events, break_off=True)
-        call = _call(port, cluster_id)
         got: list[bytes] = []
-        try:
-            resp = await upstream.post(
-                call.upstream.base_url, "/v1/chat/completions", b"{}", {}
-            )
-            got.append(
-                await PushRelay(call, resp, drop_usage_chunk=True).run(got.append)  # type: ignore[arg-type]
-            )
-        finally:
-            await upstream.upstream_close()
-            await runner.cleanup()
+        call, final = await _relayed(
+            events, lambda port: _call(port, cluster_id), got.append, break_off=True
+        )
+        got.append(final)
         return got, call
 
     got, call = asyncio.run(scenario())
