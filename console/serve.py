@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
@@ -72,7 +73,8 @@ _CONSTRUCTED_IN = ("uvicorn.main", "uvicorn.supervisors.multiprocess")
 def install() -> None:
     # importlib: the attribute ``uvicorn.main`` is the click command, not the module
     for name in _CONSTRUCTED_IN:
-        importlib.import_module(name).Server = Server
+        module: Any = importlib.import_module(name)
+        module.Server = Server
 
 
 def main() -> None:
