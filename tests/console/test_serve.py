@@ -163,3 +163,17 @@ def test_an_idle_web_process_wakes_about_once_a_second_and_stops_on_sigint() -> 
             proc = procs[name][0]
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=15) == 0, name
+
+
+def test_help_says_what_it_is_and_lists_uvicorns_options() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "console.serve", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: python -m console.serve [OPTIONS] APP")
+    assert "once a second" in result.stdout
+    assert "--workers" in result.stdout and "--proxy-headers" in result.stdout
