@@ -1,7 +1,7 @@
 """Redis ACL users for the broker: the console with full access, each agent confined to its node.
 
 An agent may only touch its own queue ``node.<name>`` (and kombu's priority sub-queues
-``node.<name>\\x06\\x16<n>``), its queue's bindings, its own unacked keys (engine/agent.py
+``node.<name>\\x06\\x16<n>``), its queue's bindings, its own unacked keys (engine/agent/boundary.py
 sets them per node) and Celery result keys ``celery-task-meta-*`` (it must GET before
 SET: Celery's key-value backend reads the stored state first). It cannot list keys
 (KEYS, SCAN, RANDOMKEY are refused), so other nodes' task ids — random uuid4s that only
