@@ -13,7 +13,7 @@ of ``npu-smi info -t hccs`` (``NOK`` when the PCS or HDLC reports a fault, ascen
 the links carry some.
 
 Links are given as ingest stores them: per chip ``"npu.chip"`` a list of
-``[tx, rx, retry, error]`` per link (monitoring/ingest.py ``_parse_sample``).
+``[tx, rx, retry, error]`` per link (monitoring/ingest/sample.py ``_parse_sample``).
 """
 
 from __future__ import annotations

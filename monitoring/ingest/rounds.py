@@ -1,10 +1,5 @@
-"""Ingest one poll round: every node's agent sample and every cluster's /metrics, in one transaction.
-
-Rows are bulk-created (a few statements per round, whatever the node count); node
-states move by conditional UPDATEs; one ``telemetry.update`` per cluster is
-published after commit. A sample or exposition that cannot be read is stored as a
-``SampleError`` with its raw text and never stops the rest of the round.
-"""
+"""One round: read every node's sample into rows, move node states, store the round in
+one transaction (batched bulk-creates) and publish one live event per cluster after commit."""
 
 from __future__ import annotations
 
@@ -12,10 +7,9 @@ import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,13 +19,18 @@ from console.models.inventory import NODE_STATE_COLORS
 from console.services.evidence import evidence_on_engine_exit
 from console.services.inventory import node_server_model_detected
 from engine.link_loss import node_loss_reading
-from engine.parsers import ParseError
-from engine.parsers.vllm_metrics import (
-    CLUSTER,
-    EngineSnapshot,
-    derive,
-    parse_exposition,
+from monitoring.ingest.errors import RAW_KEEP, _err
+from monitoring.ingest.sample import (
+    NodeResult,
+    ScrapeResult,
+    _link_loss,
+    _links_idle,
+    _num,
+    _parse_sample,
+    _Parsed,
 )
+from monitoring.ingest.scrapes import _ingest_scrapes
+from monitoring.ingest.staleness import node_staleness_update
 from monitoring.models import (
     ChipSample,
     CollectRound,
@@ -41,62 +40,6 @@ from monitoring.models import (
     SampleError,
     ScrapeState,
 )
-
-RAW_KEEP = 4000
-ENGINE_FIELDS = (
-    "running",
-    "waiting",
-    "kv_cache_pct",
-    "ttft_p50",
-    "ttft_p95",
-    "ttft_p99",
-    "itl_p50",
-    "itl_p95",
-    "itl_p99",
-    "e2e_p50",
-    "e2e_p95",
-    "e2e_p99",
-    "prompt_tps",
-    "gen_tps",
-    "requests_ps",
-    "prefix_hit_pct",
-    "preemptions",
-)
-
-
-@dataclass
-class NodeResult:
-    """What one node's agent answered to ``node.collect`` (``sample``) or why it did not (``error``)."""
-
-    node_id: int
-    sample: dict[str, Any] | None = None
-    error: str | None = (
-        None  # agent raised; None with no sample = no answer before the deadline
-    )
-
-
-@dataclass
-class ScrapeResult:
-    """One GET of a cluster's engine ``/metrics``: the body, or the error."""
-
-    cluster_id: int
-    url: str
-    scraped_at: float
-    text: str | None = None
-    error: str | None = None
-    health: int | None = (
-        None  # HTTP status of the same server's /health; None = no answer
-    )
-
-
-def health_url(metrics_url: str) -> str:
-    """The /health of the API server whose /metrics is ``metrics_url``."""
-    base = (
-        metrics_url[: -len("/metrics")]
-        if metrics_url.endswith("/metrics")
-        else metrics_url
-    )
-    return f"{base}/health"
 
 
 @dataclass
@@ -114,130 +57,6 @@ class RoundSummary:
     )  # cluster id → payload
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    raise ValueError(f"{value!r} is not a number")
-
-
-def _links_idle(prev_links: list[list[int]] | None, links: list[list[int]]) -> bool:
-    """True when a usable previous sample shows no HCCS packet sent on any link since."""
-    if not prev_links or len(prev_links) != len(links):
-        return False
-    return all(p[0] == c[0] for p, c in zip(prev_links, links, strict=True))
-
-
-def _link_loss(
-    prev_links: list[list[int]] | None, links: list[list[int]]
-) -> float | None:
-    """Worst link's (Δretries + Δerrors) / Δtx packets, in percent (100 when errors rise on a
-    link that sends nothing); None without a usable previous sample."""
-    if not prev_links or len(prev_links) != len(links):
-        return None
-    worst: float | None = None
-    for (tx0, _rx0, rt0, er0), (tx1, _rx1, rt1, er1) in zip(
-        prev_links, links, strict=True
-    ):
-        dtx, bad = tx1 - tx0, (rt1 - rt0) + (er1 - er0)
-        if dtx < 0 or bad < 0:
-            return None  # counters reset (driver reload): no window this round
-        if dtx == 0:
-            if bad == 0:
-                continue  # idle link: no window
-            loss = (
-                100.0  # retries/CRC errors rising and nothing gets through: a dead link
-            )
-        else:
-            loss = 100.0 * bad / dtx
-        worst = loss if worst is None else max(worst, loss)
-    return worst
-
-
-@dataclass
-class _Parsed:
-    chips: list[dict[str, Any]]
-    hccs: dict[str, dict[str, Any]]
-    roce: list[dict[str, Any]]
-    host: dict[str, Any]
-    engine: dict[str, Any]
-    errors: list[dict[str, Any]]
-    collected_at: float | None
-    hccs_unsupported: bool = False  # collect(): npu-smi has no -t hccs on this node
-    server_model: dict[str, Any] | None = None  # asked for a never-detected node
-
-
-def _parse_sample(sample: dict[str, Any]) -> _Parsed:
-    """Check the agent's JSON shape and normalise it; raises ValueError naming what is wrong."""
-    if not isinstance(sample, dict):
-        raise ValueError(f"sample is a {type(sample).__name__}, not an object")
-    chips_in = sample.get("chips")
-    if not isinstance(chips_in, list):
-        raise ValueError("sample has no chips list")
-    chips = []
-    for c in chips_in:
-        chips.append(
-            {
-                "npu": int(c["npu"]),
-                "chip": int(c["chip"]),
-                "name": str(c.get("name") or ""),
-                "health": str(c.get("health") or ""),
-                "bus_id": str(c.get("bus_id") or ""),
-                "temp_c": _num(c.get("temp_c")),
-                "power_w": _num(c.get("power_w")),
-                "aicore_pct": _num(c.get("aicore_pct")),
-                "hbm_used_mb": _num(c.get("hbm_used_mb")),
-                "hbm_total_mb": _num(c.get("hbm_total_mb")),
-            }
-        )
-    hccs: dict[str, dict[str, Any]] = {}
-    for h in sample.get("hccs") or []:
-        links = [
-            [
-                int(lk["tx_packets"]),
-                int(lk["rx_packets"]),
-                int(lk["retry_count"]),
-                int(lk["error_count"]),
-            ]
-            for lk in h["links"]
-        ]
-        hccs[f"{int(h['npu'])}.{int(h['chip'])}"] = {
-            "health": h.get("health"),
-            "links": links,
-        }
-    roce = []
-    for p in sample.get("roce") or []:
-        stat = p.get("stat") or {}
-        link_stat = p.get("link_stat") or {}
-        roce.append(
-            {
-                "npu": int(p["npu"]),
-                "link": p.get("link"),
-                "net_health": p.get("net_health"),
-                "stat": {k: int(v) for k, v in stat.items()},
-                "up_count": link_stat.get("up_count"),
-                "down_count": link_stat.get("down_count"),
-            }
-        )
-    host = sample.get("host") or {}
-    errors = [e for e in sample.get("errors") or [] if isinstance(e, dict)]
-    collected = sample.get("collected_at")
-    return _Parsed(
-        chips,
-        hccs,
-        roce,
-        dict(host),
-        dict(sample.get("engine") or {}),
-        errors,
-        float(collected) if isinstance(collected, int | float) else None,
-        sample.get("hccs_unsupported") is True,
-        sample["server_model"]
-        if isinstance(sample.get("server_model"), dict)
-        else None,
-    )
-
-
 def _state_payload(
     node: Node, state: str, last_seen: datetime | None
 ) -> dict[str, Any]:
@@ -247,25 +66,6 @@ def _state_payload(
         "color": NODE_STATE_COLORS.get(state, "grey"),
         "last_seen": last_seen.timestamp() if last_seen else None,
     }
-
-
-def _err(
-    ts: datetime,
-    source: str,
-    message: str,
-    raw: str = "",
-    *,
-    node: Node | None = None,
-    cluster_id: int | None = None,
-) -> SampleError:
-    return SampleError(
-        ts=ts,
-        node=node,
-        cluster_id=cluster_id if node is None else node.cluster_id,
-        source=source[:200],
-        message=message,
-        raw=raw[:RAW_KEEP],
-    )
 
 
 @dataclass
@@ -564,122 +364,3 @@ def _publish(events: dict[int, dict[str, Any]]) -> None:
             for cluster_id, payload in events.items()
         ]
     )
-
-
-def _ingest_scrapes(
-    scrapes: list[ScrapeResult],
-    now: datetime,
-    errors: list[SampleError],
-    live: dict[int, dict[str, Any]],
-) -> tuple[list[EngineSample], list[ScrapeState]]:
-    rows: list[EngineSample] = []
-    states: list[ScrapeState] = []
-    prev_states = {
-        s.cluster_id: s
-        for s in ScrapeState.objects.filter(
-            cluster_id__in=[s.cluster_id for s in scrapes]
-        )
-    }
-    for scrape in scrapes:
-        if scrape.text is None:
-            errors.append(
-                _err(
-                    now,
-                    f"GET {scrape.url}",
-                    scrape.error or "no answer",
-                    cluster_id=scrape.cluster_id,
-                )
-            )
-            live[scrape.cluster_id]["engine_error"] = scrape.error or "no answer"
-            continue
-        try:
-            current = parse_exposition(scrape.text)
-        except ParseError as exc:
-            errors.append(
-                _err(
-                    now,
-                    f"GET {scrape.url}",
-                    str(exc),
-                    scrape.text,
-                    cluster_id=scrape.cluster_id,
-                )
-            )
-            live[scrape.cluster_id]["engine_error"] = str(exc)
-            continue
-        prev = prev_states.get(scrape.cluster_id)
-        prev_snaps = None
-        window = None
-        if prev is not None and prev.url == scrape.url:
-            window = scrape.scraped_at - prev.scraped_at.timestamp()
-            if window > 0:
-                prev_snaps = {
-                    k: EngineSnapshot.from_dict(v) for k, v in prev.engines.items()
-                }
-        windows = derive(prev_snaps, current, window if prev_snaps else None)
-        for label, win in windows.items():
-            values = {f: getattr(win, f) for f in ENGINE_FIELDS}
-            rows.append(
-                EngineSample(
-                    cluster_id=scrape.cluster_id,
-                    ts=now,
-                    engine=label[:16],
-                    success=win.success,
-                    **values,
-                )
-            )
-        live[scrape.cluster_id]["engine"] = windows[CLUSTER].to_dict()
-        live[scrape.cluster_id]["engines"] = sorted(k for k in windows if k != CLUSTER)
-        if (
-            scrape.health != 200
-        ):  # /metrics answers, /health does not: a hung or dying engine
-            errors.append(
-                _err(
-                    now,
-                    f"GET {health_url(scrape.url)}",
-                    f"HTTP {scrape.health}" if scrape.health else "no answer",
-                    cluster_id=scrape.cluster_id,
-                )
-            )
-        states.append(
-            ScrapeState(
-                cluster_id=scrape.cluster_id,
-                url=scrape.url,
-                health_ok=scrape.health == 200,
-                engines={k: v.to_dict() for k, v in current.items()},
-                scraped_at=datetime.fromtimestamp(
-                    scrape.scraped_at, tz=timezone.get_current_timezone()
-                ),
-            )
-        )
-    return rows, states
-
-
-def node_staleness_update(*, now: datetime | None = None) -> dict[str, str]:
-    """Mark nodes without a sample for STALE_AFTER_S stale and for UNREACHABLE_AFTER_S unreachable.
-
-    Conditional UPDATEs only move nodes forward (ready/running → stale → unreachable);
-    out-of-service and never-seen nodes are left alone. Returns {node name: new state}.
-    """
-    now = now or timezone.now()
-    changed: dict[str, str] = {}
-    steps = (
-        (
-            NodeState.UNREACHABLE,
-            timedelta(seconds=settings.UNREACHABLE_AFTER_S),
-            (NodeState.READY, NodeState.RUNNING, NodeState.STALE, NodeState.UNKNOWN),
-        ),
-        (
-            NodeState.STALE,
-            timedelta(seconds=settings.STALE_AFTER_S),
-            (NodeState.READY, NodeState.RUNNING, NodeState.UNKNOWN),
-        ),
-    )
-    for state, after, from_states in steps:
-        qs = Node.objects.filter(last_seen_at__lt=now - after, state__in=from_states)
-        names = list(qs.values_list("name", flat=True))
-        if names:
-            Node.objects.filter(name__in=names, state__in=from_states).update(
-                state=state
-            )
-            changed.update(dict.fromkeys(names, str(state)))
-    return changed
