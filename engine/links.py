@@ -1,7 +1,7 @@
 """The intra-server link an engine's HCCL traffic takes: the one spelling of link modes.
 
 HCCS is the chip-to-chip fabric inside an Atlas server; RoCE the NPUs' own Ethernet
-ports. Console stores a node's mode with these values and engine/plans.py turns each
+ports. Console stores a node's mode with these values and engine/plans/argv.py turns each
 into HCCL environment variables (reference/ascend-facts.md §4).
 """
 

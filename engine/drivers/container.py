@@ -58,7 +58,7 @@ HOST_MOUNTS = (
 )
 SHM_SIZE = "1g"
 NAME_FILE = "container-name"  # in the agent's workdir: the running rank's container
-DEVICES_KEY = "ASCEND_RT_VISIBLE_DEVICES"  # set by the plan (engine/plans.py)
+DEVICES_KEY = "ASCEND_RT_VISIBLE_DEVICES"  # set by the plan (engine/plans/argv.py)
 IMAGE_KEY, CLUSTER_KEY = "VLLM_ASCEND_IMAGE", "VLLM_ASCEND_CLUSTER"
 DRIVER_KEYS = (IMAGE_KEY, CLUSTER_KEY)
 # docker/metadata-action (vllm-ascend .github/workflows/_schedule_image_build.yaml)
