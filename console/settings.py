@@ -482,7 +482,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # one schema name per choice set that several serializers use
     "ENUM_NAME_OVERRIDES": {
-        "IncidentStateEnum": "monitoring.models.alerts.IncidentState",
+        "IncidentStateEnum": "monitoring.models.incidents.IncidentState",
         "RemediationActionEnum": "monitoring.models.alerts.RemediationAction",
         "ServerModelEnum": "console.models.inventory.SERVER_MODEL_CHOICES",
         "GatePolicyEnum": "console.models.acceptance.GatePolicy",

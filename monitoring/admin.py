@@ -14,7 +14,7 @@ from console.admin import AuditedAdmin
 from console.constants import ROLE_ADMIN
 from console.permissions import has_role
 from monitoring.alerts.transport import redacted
-from monitoring.models.alerts import NotificationChannel
+from monitoring.models import NotificationChannel
 
 
 class NotificationChannelForm(forms.ModelForm):

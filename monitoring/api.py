@@ -31,7 +31,7 @@ from monitoring.alerts.services import (
     rule_save,
     silence_create,
 )
-from monitoring.models.alerts import (
+from monitoring.models import (
     Alert,
     AlertRule,
     AlertState,

@@ -40,7 +40,7 @@ MESSAGES: dict[str, str] = {
         "correctness gate failed on {cluster}: {failed}/{total} samples ({ids}); {detail}"
     ),
     "alert.gate_passed": _noop("gate run #{run} passed"),
-    # monitoring/alerts/services.py, notify.py
+    # monitoring/alerts/evaluation.py, services.py, notify.py
     "alert.silenced_match": _noop("matched an active silence"),
     "alert.acknowledged": _noop("acknowledged by {user}"),
     "alert.not_firing": _noop("alert is {state}, not firing"),

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from monitoring.alerts.transport import Transport, console_url, fingerprint, post_json
-from monitoring.models.alerts import (
+from monitoring.models import (
     SEVERITY_RANK,
     Alert,
     AlertState,

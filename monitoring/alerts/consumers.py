@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from console.consumers import AuthorizedConsumer
-from monitoring.alerts.services import ALERTS_GROUP
+from monitoring.alerts.publishing import ALERTS_GROUP
 
 
 class AlertsConsumer(AuthorizedConsumer):

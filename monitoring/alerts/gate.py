@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models import GateRun
-from monitoring.alerts.services import _notifications_create, alerts_publish
+from monitoring.alerts.publishing import _notifications_create, alerts_publish
 from monitoring.alerts.tasks import notification_send_task
 from monitoring.models.alerts import (
     ACTIVE_STATES,

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 
 from console.models import Operation
 from console.opsmessages import DECISIONS, word
-from monitoring.models.alerts import AlertEventKind, Incident
+from monitoring.models import AlertEventKind, Incident
 
 # Buckets of the distribution chart, seconds (upper bounds; the last is open).
 BUCKETS_S = (5, 10, 30, 60, 180, 600, 1800)

@@ -17,7 +17,7 @@ from django.core.mail import send_mail
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from monitoring.alerts.services import alert_to_dict
+from monitoring.alerts.publishing import alert_to_dict
 from monitoring.alerts.transport import (
     Transport,
     TransportError,
@@ -25,7 +25,7 @@ from monitoring.alerts.transport import (
     fingerprint,
     redacted,
 )
-from monitoring.models.alerts import (
+from monitoring.models import (
     Alert,
     AlertEvent,
     AlertEventKind,

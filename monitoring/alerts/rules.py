@@ -1,6 +1,6 @@
 """Pure rule evaluation: one rule, one target's latest value, its open alert → what should happen.
 
-No database here: ``monitoring.alerts.services.alerts_evaluate`` feeds observations in
+No database here: ``monitoring.alerts.evaluation.alerts_evaluate`` feeds observations in
 and applies the verdicts in bulk.
 """
 

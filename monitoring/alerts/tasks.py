@@ -9,8 +9,8 @@ from django.conf import settings
 
 from console.celery import app
 from monitoring.alerts.alertmanager import alertmanager_resend
+from monitoring.alerts.evaluation import alerts_evaluate
 from monitoring.alerts.notify import notification_deliver
-from monitoring.alerts.services import alerts_evaluate
 from monitoring.alerts.transport import TransportError
 from monitoring.remediation import remediation_retry
 from monitoring.store import redis_client

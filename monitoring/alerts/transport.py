@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from monitoring.models.alerts import Alert, NotificationChannel
+from monitoring.models import Alert, NotificationChannel
 
 
 class TransportError(Exception):

@@ -25,7 +25,7 @@ from monitoring.alerts.incidents import (
 from monitoring.alerts.rules import COMPARE
 from monitoring.alerts.selectors import alert_list, observations_collect
 from monitoring.alerts.services import alert_acknowledge, rule_save, silence_create
-from monitoring.models.alerts import (
+from monitoring.models import (
     ACTIVE_STATES,
     ALERT_STATE_COLORS,
     SEVERITY_COLORS,

@@ -1,10 +1,10 @@
-"""Monitoring's models: telemetry samples (``telemetry``) and alerting (``alerts``)."""
+"""Monitoring's models: telemetry samples (``telemetry``), alerting (``alerts``: rules,
+alerts, their timeline, silences), ``notifications`` (channels, deliveries) and
+remediation ``incidents``."""
 
 from monitoring.models.alerts import (
     ACTIVE_STATES,
     ALERT_STATE_COLORS,
-    INCIDENT_OPEN_STATES,
-    INCIDENT_STATE_COLORS,
     SEVERITY_COLORS,
     SEVERITY_RANK,
     Alert,
@@ -12,18 +12,24 @@ from monitoring.models.alerts import (
     AlertEventKind,
     AlertRule,
     AlertState,
-    ChannelKind,
     Comparison,
-    DeliveryState,
-    Incident,
-    IncidentState,
-    Notification,
-    NotificationChannel,
     RemediationAction,
     RemediationPolicy,
     Scope,
     Severity,
     Silence,
+)
+from monitoring.models.incidents import (
+    INCIDENT_OPEN_STATES,
+    INCIDENT_STATE_COLORS,
+    Incident,
+    IncidentState,
+)
+from monitoring.models.notifications import (
+    ChannelKind,
+    DeliveryState,
+    Notification,
+    NotificationChannel,
     WebhookFormat,
 )
 from monitoring.models.telemetry import (

@@ -1,20 +1,20 @@
-"""Alert rules, alerts and their timeline, silences, notification channels and deliveries.
+"""Alert rules, alerts and their timeline, silences, with the choices they share.
 
-Exported by ``monitoring.models`` (the app's models package). Evaluation lives in
-``monitoring.alerts.rules`` (pure) and ``monitoring.alerts.services`` (writes).
+Exported by ``monitoring.models`` (the app's models package), with notification
+channels and deliveries (``notifications``) and remediation incidents
+(``incidents``). Evaluation lives in ``monitoring.alerts.rules`` (pure) and
+``monitoring.alerts.evaluation`` (writes).
 """
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.models import Cluster, Node
-from console.models.operations import Operation
 
 
 class Severity(models.TextChoices):
@@ -209,7 +209,7 @@ class Alert(models.Model):
     class Meta:
         ordering = ["-pending_at"]
         constraints = [
-            # Dedup: one open alert per rule + target. Used by monitoring.alerts.services.alerts_evaluate
+            # Dedup: one open alert per rule + target. Used by monitoring.alerts.evaluation.alerts_evaluate
             models.UniqueConstraint(
                 fields=["rule", "target"],
                 condition=Q(resolved_at=None),
@@ -290,256 +290,3 @@ class Silence(models.Model):
 
     class Meta:
         ordering = ["-ends_at"]
-
-
-class ChannelKind(models.TextChoices):
-    WEBHOOK = "webhook", _("Webhook")
-    EMAIL = "email", _("Email")
-    WECOM = "wecom", _("WeCom group robot")
-    DINGTALK = "dingtalk", _("DingTalk robot")
-    FEISHU = "feishu", _("Feishu / Lark bot")
-    ALERTMANAGER = "alertmanager", _("Alertmanager (API v2)")
-
-
-# Kinds whose URL carries the credential (WeCom ?key=, DingTalk ?access_token=, Feishu
-# /hook/<token>): the URL is treated as a secret like ``secret`` itself.
-URL_IS_SECRET = {ChannelKind.WECOM, ChannelKind.DINGTALK, ChannelKind.FEISHU}
-
-
-class WebhookFormat(models.TextChoices):
-    GENERIC = "generic", _("Generic JSON")
-    ALERTMANAGER = "alertmanager", _("Alertmanager webhook")
-
-
-class NotificationChannel(models.Model):
-    """Where firing/resolved alerts go: a webhook URL (generic or Alertmanager JSON), email
-    addresses, a WeCom / DingTalk / Feishu group robot, or the site's Alertmanager (API v2).
-
-    ``secret`` (DingTalk's SEC… signing secret, Feishu's signature secret) and, for the
-    robots, ``url`` hold credentials: write-only in the admin, never in audit rows.
-    """
-
-    name = models.CharField(_("name"), max_length=100, unique=True)
-    kind = models.CharField(_("kind"), max_length=16, choices=ChannelKind.choices)
-    url = models.URLField(
-        _("URL"),
-        max_length=500,
-        blank=True,
-        help_text=_(
-            "Webhook: the receiver. Robots: the webhook address the group robot shows. "
-            "Alertmanager: its base URL, e.g. http://alertmanager:9093."
-        ),
-    )
-    secret = models.CharField(
-        _("signing secret"),
-        max_length=200,
-        blank=True,
-        help_text=_(
-            "DingTalk: the SEC… secret of the robot's signed-request mode. Feishu: the "
-            "signature-verification secret. Leave empty when the robot does not sign."
-        ),
-    )
-    format = models.CharField(
-        _("format"),
-        max_length=12,
-        choices=WebhookFormat.choices,
-        default=WebhookFormat.GENERIC,
-    )
-    emails = models.CharField(
-        _("email addresses"),
-        max_length=500,
-        blank=True,
-        help_text=_("Comma-separated."),
-    )
-    min_severity = models.CharField(
-        _("minimum severity"),
-        max_length=10,
-        choices=Severity.choices,
-        default=Severity.WARNING,
-    )
-    send_resolved = models.BooleanField(_("send resolved"), default=True)
-    enabled = models.BooleanField(_("enabled"), default=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def clean(self) -> None:
-        """Each kind's required field, named with the fix."""
-        if self.kind == ChannelKind.EMAIL:
-            if not self.emails.strip():
-                raise ValidationError(
-                    {
-                        "emails": _(
-                            "Enter at least one address, e.g. oncall@example.com."
-                        )
-                    }
-                )
-        elif not self.url:
-            raise ValidationError(
-                {"url": _("Enter the URL this kind of channel posts to.")}
-            )
-        if self.secret and self.kind not in (ChannelKind.DINGTALK, ChannelKind.FEISHU):
-            raise ValidationError(
-                {"secret": _("Only DingTalk and Feishu robots sign; clear this field.")}
-            )
-
-
-class DeliveryState(models.TextChoices):
-    PENDING = "pending", _("Pending")
-    SENT = "sent", _("Sent")
-    FAILED = "failed", _("Failed")
-
-
-class Notification(models.Model):
-    """One delivery of one alert transition ("firing"/"resolved") to one channel, with its retries."""
-
-    channel = models.ForeignKey(
-        NotificationChannel, on_delete=models.CASCADE, related_name="notifications"
-    )
-    alert = models.ForeignKey(
-        Alert, on_delete=models.CASCADE, related_name="notifications"
-    )
-    status = models.CharField(max_length=10)  # the alert transition: firing | resolved
-    state = models.CharField(
-        max_length=8, choices=DeliveryState.choices, default=DeliveryState.PENDING
-    )
-    attempts = models.PositiveSmallIntegerField(default=0)
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-
-class IncidentState(models.TextChoices):
-    AWAITING_APPROVAL = "awaiting_approval", _("Awaiting approval")
-    SCHEDULED = "scheduled", _("Scheduled")
-    RUNNING = "running", _("Remediating")
-    RECOVERED = "recovered", _("Recovered")
-    ESCALATED = "escalated", _("Escalated")
-    SKIPPED = "skipped", _("Skipped")
-    REJECTED = "rejected", _("Rejected")
-
-
-INCIDENT_OPEN_STATES = (
-    IncidentState.AWAITING_APPROVAL,
-    IncidentState.SCHEDULED,
-    IncidentState.RUNNING,
-)
-INCIDENT_STATE_COLORS: dict[str, str] = {
-    IncidentState.AWAITING_APPROVAL: "orange",
-    IncidentState.SCHEDULED: "blue",
-    IncidentState.RUNNING: "blue",
-    IncidentState.RECOVERED: "green",
-    IncidentState.ESCALATED: "red",
-    IncidentState.SKIPPED: "grey",
-    IncidentState.REJECTED: "grey",
-}
-
-
-class Incident(models.Model):
-    """What the console decided and did about one alert whose rule has a remediation policy.
-
-    Times: ``fault_onset_at`` (first bad sample), ``detected_at`` (alert firing),
-    ``decided_at``, ``operation_started_at`` (first operation picked up),
-    ``healthy_at`` (engine healthy again), ``resolved_at`` (alert resolved).
-    ``action`` moves on when a remedy fails (failover → replace). ``operation_ids``
-    lists every operation this incident started, in order; ``operation`` is the latest,
-    the one whose end moves the incident on (console announces it, monitoring listens).
-    """
-
-    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="incidents")
-    cluster = models.ForeignKey(
-        Cluster,
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="incidents",
-    )
-    node = models.ForeignKey(
-        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="incidents"
-    )
-    action = models.CharField(
-        _("action"), max_length=12, choices=RemediationAction.choices
-    )
-    policy = models.CharField(
-        _("policy"), max_length=8, choices=RemediationPolicy.choices
-    )
-    state = models.CharField(
-        _("state"), max_length=20, choices=IncidentState.choices, db_index=True
-    )
-    summary = models.CharField(_("summary"), max_length=500, blank=True)
-    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
-    operation_ids = models.JSONField(default=list, blank=True)
-    operation = models.ForeignKey(
-        Operation,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="incidents",
-        verbose_name=_("latest operation"),
-    )
-    verification = models.JSONField(default=dict, blank=True)
-    fault_onset_at = models.DateTimeField(_("fault onset"))
-    detected_at = models.DateTimeField(_("detected"))
-    decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
-    operation_started_at = models.DateTimeField(
-        _("operation started"), null=True, blank=True
-    )
-    healthy_at = models.DateTimeField(_("healthy again"), null=True, blank=True)
-    resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True)
-    approved_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    approved_at = models.DateTimeField(_("approved"), null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["-detected_at", "-pk"]
-        indexes = [
-            models.Index(
-                fields=["cluster", "action", "-created_at"],
-                name="incident_cluster_action",
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"incident #{self.pk} {self.action} {self.alert.target}"
-
-    @property
-    def state_color(self) -> str:
-        return INCIDENT_STATE_COLORS.get(self.state, "grey")
-
-    @property
-    def is_open(self) -> bool:
-        return self.state in INCIDENT_OPEN_STATES
-
-    @property
-    def detection_s(self) -> float:
-        return (self.detected_at - self.fault_onset_at).total_seconds()
-
-    @property
-    def decision_s(self) -> float | None:
-        if self.operation_started_at is None:
-            return None
-        return (self.operation_started_at - self.detected_at).total_seconds()
-
-    @property
-    def mttr_s(self) -> float | None:
-        """Fault onset → recovered: the later of "alert resolved" and "engine healthy again".
-
-        An alert can clear while its remedy is still running (the restart idles the bad
-        link); recovery is only over once the engine the incident restarted is healthy.
-        """
-        ends = [t for t in (self.resolved_at, self.healthy_at) if t is not None]
-        if self.operation_ids and self.healthy_at is None:
-            return None  # it restarted something that is not healthy (yet)
-        return (max(ends) - self.fault_onset_at).total_seconds() if ends else None

@@ -1,6 +1,6 @@
 """Alert-driven remediation: decide, act through operations, verify, move to the next remedy, escalate.
 
-``monitoring.alerts.services.alerts_evaluate`` calls ``alert_firing`` (after commit, on the
+``monitoring.alerts.evaluation.alerts_evaluate`` calls ``alert_firing`` (after commit, on the
 control worker) for an alert that fired with a remediation policy, and ``alert_resolved``
 when it resolves. The control worker calls ``operation_finished`` after every operation;
 the ones an incident started move the incident on.

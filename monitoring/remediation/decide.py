@@ -22,14 +22,14 @@ from engine.capabilities import ROCE_FAILOVER
 
 # One definition of a healthy RoCE port for the alert rules and the failover precondition.
 from monitoring.alerts.selectors import ROCE_OK_HEALTH
-from monitoring.models import NodeLatest
-from monitoring.models.alerts import (
+from monitoring.models import (
     INCIDENT_OPEN_STATES,
     Alert,
     AlertEvent,
     AlertEventKind,
     Incident,
     IncidentState,
+    NodeLatest,
     RemediationAction,
     RemediationPolicy,
 )

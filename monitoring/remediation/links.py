@@ -27,8 +27,7 @@ from engine.capabilities import (
     remedies_for,
     remedy_statement,
 )
-from monitoring.models import NodeLatest
-from monitoring.models.alerts import Incident, RemediationAction
+from monitoring.models import Incident, NodeLatest, RemediationAction
 from monitoring.remediation.timeline import _escalate, _note, _set
 
 _ACTION_OF_REMEDY = {

@@ -9,7 +9,8 @@ from django.utils import timezone
 from console.models.operations import Operation, OperationState
 from engine.capabilities import ROCE_FAILOVER
 from engine.link_verify import CANNOT_VERIFY
-from monitoring.models.alerts import (
+from monitoring.alerts.publishing import alerts_publish
+from monitoring.models import (
     Alert,
     AlertEvent,
     AlertEventKind,
@@ -144,9 +145,6 @@ def _replaced_node_alerts_resolve(incident: Incident, op: Operation) -> None:
     incident.refresh_from_db()
     for alert in alerts:
         alert.refresh_from_db()
-    # Late: monitoring.alerts.services imports monitoring.remediation, which imports this.
-    from monitoring.alerts.services import alerts_publish
-
     transaction.on_commit(lambda: alerts_publish(alerts))
 
 

@@ -8,7 +8,8 @@ from django.db import transaction
 
 from console.models.operations import OperationKind
 from console.services.audit import audit_record
-from monitoring.models.alerts import (
+from monitoring.alerts.publishing import _notifications_create, alerts_publish
+from monitoring.models import (
     Alert,
     AlertEvent,
     AlertEventKind,
@@ -68,9 +69,6 @@ def _note(
 
 
 def _publish(incident: Incident) -> None:
-    # Late: monitoring.alerts.services imports monitoring.remediation, which imports this.
-    from monitoring.alerts.services import alerts_publish
-
     alert = incident.alert
     transaction.on_commit(lambda: alerts_publish([alert]))
 
@@ -103,9 +101,6 @@ def _escalate(incident: Incident, message: str, **evidence: Any) -> Incident:
         )
         alert.refresh_from_db()
     _note(incident, "escalate", message, **evidence)
-    # Late: monitoring.alerts.services imports monitoring.remediation, which imports this.
-    from monitoring.alerts.services import _notifications_create
-
     ids = _notifications_create([alert])
 
     def send() -> None:

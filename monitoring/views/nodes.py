@@ -13,8 +13,7 @@ from console.models import Node
 from console.permissions import has_role, role_required
 from console.selectors import node_link_fault_plan, node_release_status
 from console.views.launchplan import launch_plan
-from monitoring.models import ChipSample, NodeLatest, NodeSample
-from monitoring.models.alerts import Alert, Incident
+from monitoring.models import Alert, ChipSample, Incident, NodeLatest, NodeSample
 
 RECENT_SAMPLES = 20
 

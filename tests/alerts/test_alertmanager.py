@@ -18,7 +18,7 @@ import pytest
 from django.utils import timezone
 
 from monitoring.alerts.alertmanager import alertmanager_resend
-from monitoring.models.alerts import Notification, NotificationChannel
+from monitoring.models import Notification, NotificationChannel
 from tests.alerts.test_robots import deliver, fire, resolve
 from tests.deploy.tools import need, run
 

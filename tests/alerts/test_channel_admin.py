@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from console.models import AuditEvent
-from monitoring.models.alerts import NotificationChannel
+from monitoring.models import NotificationChannel
 from tests.conftest import login
 from tests.console.test_admin_audit import event_text, post
 

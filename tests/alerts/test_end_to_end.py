@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from console.services.agents import agent_call
-from monitoring.models.alerts import Alert, Incident, Notification, NotificationChannel
+from monitoring.models import Alert, Incident, Notification, NotificationChannel
 from monitoring.tasks import collect_round_task
 from tests.agents import agent_worker, control_worker
 from tests.factories import free_port

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from console.models import AuditEvent
 from monitoring.alerts.services import alerts_evaluate, silence_create
-from monitoring.models.alerts import (
+from monitoring.models import (
     Alert,
     AlertEvent,
     AlertRule,

@@ -18,7 +18,7 @@ from django.urls import reverse
 from console.models import Cluster, EvidenceBundle, Operation, OperationState
 from console.services.agents import agent_call
 from console.services.operations import operation_start
-from monitoring.models.alerts import Alert, Incident, IncidentState
+from monitoring.models import Alert, Incident, IncidentState
 from tests.agents import agents, control_worker
 from tests.alerts.test_remediation import (  # noqa: F401 -- the fixture
     CONTROL_ENV,

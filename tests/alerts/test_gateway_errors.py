@@ -14,7 +14,7 @@ from console.gateway.upstream_errors import ERRORS_KEY, TOTAL_KEY
 from console.models import Cluster, ClusterState
 from monitoring.alerts.services import alerts_evaluate
 from monitoring.exporter import exposition
-from monitoring.models.alerts import Alert, Incident
+from monitoring.models import Alert, Incident
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from console.models import (
     Operation,
 )
 from monitoring.alerts.incidents import incident_stats
-from monitoring.models.alerts import Alert, AlertRule, Incident, IncidentState
+from monitoring.models import Alert, AlertRule, Incident, IncidentState
 from tests.alerts.helpers import ingest
 from tests.conftest import login
 from tests.factories import make_cluster

@@ -14,7 +14,7 @@ from django.utils import timezone
 from console.asgi import application
 from monitoring.alerts.notify import alertmanager_payload, notification_deliver
 from monitoring.alerts.services import alerts_evaluate
-from monitoring.models.alerts import Alert, Notification, NotificationChannel
+from monitoring.models import Alert, Notification, NotificationChannel
 from tests.alerts.helpers import ingest
 from tests.monitoring.test_consumers import ORIGIN, session_headers
 

@@ -31,8 +31,8 @@ from engine import compat
 from engine.link_verify import verify_link_switch
 from engine.preflight import Check, check_model, check_ports
 from monitoring import remediation
-from monitoring.alerts.services import _message
-from monitoring.models.alerts import Alert, AlertRule, Incident
+from monitoring.alerts.evaluation import _message
+from monitoring.models import Alert, AlertRule, Incident
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from console.models.operations import Operation, OperationState
 from console.services.agents import agent_call
 from console.services.operations import operation_start
 from engine.sim.state import load_config, node_dir, save_config
-from monitoring.models.alerts import (
+from monitoring.models import (
     Alert,
     AlertEvent,
     AlertRule,

@@ -15,7 +15,7 @@ from django.utils import timezone
 from monitoring.alerts.notify import notification_deliver
 from monitoring.alerts.services import alerts_evaluate
 from monitoring.alerts.transport import TransportError
-from monitoring.models.alerts import Alert, Notification, NotificationChannel
+from monitoring.models import Alert, Notification, NotificationChannel
 from tests.alerts.helpers import ingest
 from tests.alerts.receiver import Received, receiver
 from tests.alerts.robot_schemas import (

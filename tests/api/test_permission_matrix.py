@@ -158,7 +158,7 @@ def _routes() -> list[tuple[str, str]]:
 @pytest.fixture
 def world(cluster: Cluster, viewer: Any, operator: Any, admin: Any) -> dict[str, Any]:
     from monitoring.alerts.services import alert_rules_seed
-    from monitoring.models.alerts import Alert, AlertRule, Incident
+    from monitoring.models import Alert, AlertRule, Incident
 
     alert_rules_seed()
     rule = AlertRule.objects.order_by("pk").first()

@@ -53,7 +53,7 @@ from console.services.inventory import DEMO_PROFILES
 from console.services.operations import operation_start
 from engine.sim.state import load_config, node_dir, save_config
 from monitoring.alerts.services import alert_rules_seed
-from monitoring.models.alerts import (
+from monitoring.models import (
     INCIDENT_OPEN_STATES,
     Alert,
     AlertEvent,

@@ -13,7 +13,7 @@ from console.models import Cluster, ClusterState
 from console.services.inventory import demo_seed
 from monitoring import remediation
 from monitoring.alerts.services import alert_rules_seed
-from monitoring.models.alerts import Alert, AlertRule, Incident
+from monitoring.models import Alert, AlertRule, Incident
 from tests.e2e.test_dashboard import (
     ARTIFACTS,
     browser_login,
