@@ -7,7 +7,6 @@ from console.models.gateway import ApiKey, ApiKeyPolicy, ApiUsage
 from console.models.inventory import (
     Cluster,
     ClusterState,
-    EngineProfile,
     LinkMode,
     Node,
     NodeRole,
@@ -20,6 +19,7 @@ from console.models.operations import (
     OperationStep,
     StepState,
 )
+from console.models.profiles import EngineProfile
 
 __all__ = [
     "ApiKeyPolicy",

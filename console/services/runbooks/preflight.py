@@ -1,4 +1,8 @@
-"""Preflight: parallel checks over the nodes, each pass / warn / fail with evidence and a fix."""
+"""Preflight: parallel checks over the nodes, each pass / warn / fail with evidence and a fix.
+
+``run_preflight`` reads as its rows, in order: agents reachable, the checks on each
+node, the same versions and model on every node, a launch plan that fits.
+"""
 
 from __future__ import annotations
 
@@ -62,11 +66,36 @@ def npu_ip_checks(
     return out
 
 
+class Findings:
+    """What preflight has found so far, shared by its steps.
+
+    ``table`` the checks per node (and ``cluster``), ``down`` the agents that did not
+    answer, ``answers`` each reachable node's preflight answer (or its exception),
+    ``versions`` and ``sizes`` what the answering nodes report, ``ok`` nothing failed.
+    """
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.table: dict[str, list[dict[str, Any]]] = {}
+        self.down: list[str] = []
+        self.answers: dict[str, Any] = {}
+        self.versions: dict[str, dict[str, Any]] = {}
+        self.sizes: dict[str, Any] = {}
+
+
 def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
     """Run every check; returns True when nothing failed. Results land in op.result['preflight']."""
-    table: dict[str, list[dict[str, Any]]] = {}
-    ok = True
-    step = steps["reach"]
+    found = Findings()
+    agents_reachable(run, steps["reach"], found)
+    checks_on_each_node(run, steps, found)
+    same_on_every_node(run, steps["consistency"], found)
+    launch_plan_fits(run, steps["plan"], found)
+    run.result["preflight"] = {"ok": found.ok, "nodes": found.table}
+    return found.ok
+
+
+def agents_reachable(run: Run, step: OperationStep, found: Findings) -> None:
+    """Heartbeat every agent at once; a node that does not answer fails the row."""
     run.begin(step)
     beats = run.call_all(
         run.nodes,
@@ -74,9 +103,11 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
         timeout=settings.PREFLIGHT_REACH_TIMEOUT_S,
         kwargs_for=lambda n: {},
     )
-    down = [name for name, answer in beats.items() if isinstance(answer, Exception)]
+    found.down = [
+        name for name, answer in beats.items() if isinstance(answer, Exception)
+    ]
     for name, answer in beats.items():
-        table.setdefault(name, []).append(
+        found.table.setdefault(name, []).append(
             check("agent_reachable.down", "fail", problem=answer, node=name)
             if isinstance(answer, Exception)
             else check(
@@ -87,15 +118,26 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
                 driver=answer["driver"],
             )
         )
-    if down:
-        ok = False
-        run.finish(step, f"no answer from {', '.join(down)}", state=StepState.FAILED)
+    if found.down:
+        found.ok = False
+        run.finish(
+            step, f"no answer from {', '.join(found.down)}", state=StepState.FAILED
+        )
     else:
         run.finish(step, f"{len(run.nodes)} agents answered")
-    reachable = [n for n in run.nodes if n.name not in down]
+
+
+def checks_on_each_node(
+    run: Run, steps: dict[str, OperationStep], found: Findings
+) -> None:
+    """Run node.preflight on every reachable agent at once, then record each node's row."""
+    reachable = [n for n in run.nodes if n.name not in found.down]
     head = run.head()
     head_ips = list(head.npu_ips or [])
     peer_ips = list(run.nodes[1].npu_ips or []) if len(run.nodes) > 1 else []
+
+    def ping_targets(n: Node) -> list[str]:
+        return peer_ips if n.pk == head.pk else head_ips
 
     def checks_for(n: Node) -> dict[str, Any]:
         ports = [n.api_port, n.rpc_port] if n.pk == head.pk else []
@@ -104,70 +146,108 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
             "host_ip": n.management_ip,
             "ports": ports,
             "model_path": run.cluster.profile.model_path,
-            "ping_targets": peer_ips if n.pk == head.pk else head_ips,
+            "ping_targets": ping_targets(n),
             # versions checked against the release matrix (engine/compat.py)
             "vllm_ascend_version": run.cluster.profile.vllm_ascend_version,
         }
 
     for node in reachable:
         run.begin(steps[node.name])
-    answers = run.call_all(
+    found.answers = run.call_all(
         reachable,
         "node.preflight",
         timeout=settings.PREFLIGHT_TIMEOUT_S,
         kwargs_for=checks_for,
     )
-    versions: dict[str, dict[str, Any]] = {}
-    sizes: dict[str, Any] = {}
     for node in run.nodes:
-        step = steps[node.name]
-        if node.name in down:
-            run.finish(
-                step, "agent unreachable; checks not run", state=StepState.SKIPPED
-            )
-            continue
-        answer = answers[node.name]
-        if isinstance(answer, Exception):
-            ok = False
-            table[node.name].append(check("preflight.error", "fail", problem=answer))
-            run.finish(step, str(answer)[:300], state=StepState.FAILED)
-            continue
-        checks = answer["checks"] + npu_ip_checks(
-            run,
-            node,
-            answer.get("npu_ips"),
-            peer_ips if node.pk == head.pk else head_ips,
+        record_node_answer(run, steps[node.name], node, ping_targets(node), found)
+
+
+def record_node_answer(
+    run: Run,
+    step: OperationStep,
+    node: Node,
+    ping_targets: list[str],
+    found: Findings,
+) -> None:
+    """Finish one node's row from its answer: skipped, failed, warned or passed."""
+    if node.name in found.down:
+        run.finish(step, "agent unreachable; checks not run", state=StepState.SKIPPED)
+        return
+    answer = found.answers[node.name]
+    if isinstance(answer, Exception):
+        found.ok = False
+        found.table[node.name].append(check("preflight.error", "fail", problem=answer))
+        run.finish(step, str(answer)[:300], state=StepState.FAILED)
+        return
+    checks = answer["checks"] + npu_ip_checks(
+        run, node, answer.get("npu_ips"), ping_targets
+    )
+    found.table[node.name].extend(checks)
+    found.versions[node.name] = answer["versions"]
+    if isinstance(answer.get("server_model"), dict):
+        # engine/preflight.py check_server_model: npu-smi board + dmidecode product
+        node_server_model_detected(node=node, detection=answer["server_model"])
+    found.sizes[node.name] = answer["model_size"]
+    failed = [c for c in checks if c["status"] == "fail"]
+    warned = [c for c in checks if c["status"] == "warn"]
+    if failed:
+        found.ok = False
+        run.finish(
+            step,
+            "; ".join(f"{c['name']}: {c['evidence']}" for c in failed),
+            state=StepState.FAILED,
+            data={"checks": checks},
         )
-        table[node.name].extend(checks)
-        versions[node.name] = answer["versions"]
-        if isinstance(answer.get("server_model"), dict):
-            # engine/preflight.py check_server_model: npu-smi board + dmidecode product
-            node_server_model_detected(node=node, detection=answer["server_model"])
-        sizes[node.name] = answer["model_size"]
-        failed = [c for c in checks if c["status"] == "fail"]
-        warned = [c for c in checks if c["status"] == "warn"]
-        if failed:
-            ok = False
-            run.finish(
-                step,
-                "; ".join(f"{c['name']}: {c['evidence']}" for c in failed),
-                state=StepState.FAILED,
-                data={"checks": checks},
-            )
-        else:
-            run.finish(
-                step,
-                f"{len(checks)} checks passed"
-                + (f", {len(warned)} warnings" if warned else ""),
-                state=StepState.WARNING if warned else StepState.SUCCEEDED,
-                data={"checks": checks},
-            )
-    step = steps["consistency"]
+    else:
+        run.finish(
+            step,
+            f"{len(checks)} checks passed"
+            + (f", {len(warned)} warnings" if warned else ""),
+            state=StepState.WARNING if warned else StepState.SUCCEEDED,
+            data={"checks": checks},
+        )
+
+
+def same_on_every_node(run: Run, step: OperationStep, found: Findings) -> None:
+    """Versions, model files and model size must agree across the nodes that answered."""
     run.begin(step)
+    problems = version_problems(found)
+    # the same model files on every node, named file by file (console/services/weights.py)
+    answered = {n: a for n, a in found.answers.items() if not isinstance(a, Exception)}
+    for name, checks in cross_node_checks(answered, run.cluster.profile).items():
+        found.table.setdefault(name, []).extend(checks)
+        problems.extend(
+            f"{name}: {c['evidence']}" for c in checks if c["status"] == "fail"
+        )
+    run.model_config = reported_config(answered)
+    if len(set(found.sizes.values())) > 1:
+        problems.append(
+            "model size differs: "
+            + ", ".join(f"{n}={s}" for n, s in found.sizes.items())
+        )
+    if problems:
+        found.ok = False
+        run.finish(
+            step,
+            " | ".join(problems),
+            state=StepState.FAILED,
+            data={"versions": found.versions},
+        )
+    else:
+        run.finish(
+            step,
+            "identical on every node" if found.versions else "no node answered",
+            data={"versions": found.versions},
+        )
+
+
+def version_problems(found: Findings) -> list[str]:
+    """One problem per version key that differs; a fail check on each node in the minority."""
     problems = []
     for key in ("driver", "firmware", "cann", "vllm", "vllm_ascend", "torch_npu"):
         seen: dict[Any, list[str]] = {}
-        for name, v in versions.items():
+        for name, v in found.versions.items():
             seen.setdefault(v.get(key), []).append(name)
         if len(seen) > 1:
             detail = "; ".join(
@@ -177,7 +257,7 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
             for value, names in seen.items():
                 if len(names) < max(len(x) for x in seen.values()):
                     for name in names:
-                        table[name].append(
+                        found.table[name].append(
                             check(
                                 "version.differs",
                                 "fail",
@@ -187,40 +267,18 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
                                 detail=detail,
                             )
                         )
-    # the same model files on every node, named file by file (console/services/weights.py)
-    answered = {n: a for n, a in answers.items() if not isinstance(a, Exception)}
-    for name, checks in cross_node_checks(answered, run.cluster.profile).items():
-        table.setdefault(name, []).extend(checks)
-        problems.extend(
-            f"{name}: {c['evidence']}" for c in checks if c["status"] == "fail"
-        )
-    run.model_config = reported_config(answered)
-    if len(set(sizes.values())) > 1:
-        problems.append(
-            "model size differs: " + ", ".join(f"{n}={s}" for n, s in sizes.items())
-        )
-    if problems:
-        ok = False
-        run.finish(
-            step,
-            " | ".join(problems),
-            state=StepState.FAILED,
-            data={"versions": versions},
-        )
-    else:
-        run.finish(
-            step,
-            "identical on every node" if versions else "no node answered",
-            data={"versions": versions},
-        )
-    step = steps["plan"]
+    return problems
+
+
+def launch_plan_fits(run: Run, step: OperationStep, found: Findings) -> None:
+    """Build the launch plan (run.plan); a PlanError fails the row with every field's error."""
     run.begin(step)
     try:
         run.plan = run.build_plan()
     except PlanError as exc:
-        ok = False
+        found.ok = False
         flat = [f"{field}: {msg}" for field, msgs in exc.errors.items() for msg in msgs]
-        table.setdefault("cluster", []).append(
+        found.table.setdefault("cluster", []).append(
             check("launch_plan.bad", "fail", problems=" ".join(flat))
         )
         run.finish(
@@ -230,7 +288,7 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
             data={"errors": exc.errors},
         )
     else:
-        table.setdefault("cluster", []).append(
+        found.table.setdefault("cluster", []).append(
             check(
                 "launch_plan.ok",
                 "warn" if run.plan.warnings else "pass",
@@ -238,5 +296,3 @@ def run_preflight(run: Run, steps: dict[str, OperationStep]) -> bool:
             )
         )
         run.finish(step, run.plan.fit.detail, data={"fit": run.plan.fit.to_dict()})
-    run.result["preflight"] = {"ok": ok, "nodes": table}
-    return ok
