@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from monitoring import remediation
 from monitoring.alerts.catalog import METRICS
-from monitoring.alerts.publishing import _notifications_create, alerts_publish
+from monitoring.alerts.publishing import alerts_publish, notifications_create
 from monitoring.alerts.rules import (
     Action,
     Observation,
@@ -90,7 +90,7 @@ def alerts_evaluate(*, now: datetime | None = None) -> EvalSummary:
         Alert.objects.bulk_update(changed, _EVALUATED_FIELDS)
         AlertEvent.objects.bulk_create(events)
         touched = _moved(summary, new_alerts, changed)
-        notifications = _notifications_create(
+        notifications = notifications_create(
             [a for a in touched if a.pk in summary.fired or a.pk in summary.resolved]
         )
         transaction.on_commit(lambda: _after_evaluate(summary, touched, notifications))

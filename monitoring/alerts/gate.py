@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models import GateRun
-from monitoring.alerts.publishing import _notifications_create, alerts_publish
+from monitoring.alerts.publishing import alerts_publish, notifications_create
 from monitoring.alerts.tasks import notification_send_task
 from monitoring.models.alerts import (
     ACTIVE_STATES,
@@ -133,7 +133,7 @@ def gate_alert_apply(run: GateRun) -> Alert | None:
                     ],
                 },
             )
-        notifications = _notifications_create([alert])
+        notifications = notifications_create([alert])
         transaction.on_commit(lambda: _after(alert, notifications))
     return alert
 

@@ -50,7 +50,7 @@ def alert_to_dict(alert: Alert) -> dict[str, Any]:
     }
 
 
-def _notifications_create(alerts: list[Alert]) -> list[int]:
+def notifications_create(alerts: list[Alert]) -> list[int]:
     """One pending Notification per (alert transition, matching channel); silenced alerts notify nobody."""
     channels = list(NotificationChannel.objects.filter(enabled=True))
     rows = []

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from console.models.operations import OperationKind
 from console.services.audit import audit_record
-from monitoring.alerts.publishing import _notifications_create, alerts_publish
+from monitoring.alerts.publishing import alerts_publish, notifications_create
 from monitoring.models import (
     Alert,
     AlertEvent,
@@ -101,7 +101,7 @@ def _escalate(incident: Incident, message: str, **evidence: Any) -> Incident:
         )
         alert.refresh_from_db()
     _note(incident, "escalate", message, **evidence)
-    ids = _notifications_create([alert])
+    ids = notifications_create([alert])
 
     def send() -> None:
         # Late: monitoring.alerts.tasks imports monitoring.remediation, which imports this.
