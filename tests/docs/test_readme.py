@@ -50,3 +50,13 @@ def test_deploy_examples_set_only_known_variables() -> None:
                 assert name.removesuffix("_FILE") in known, (
                     f"{example.name}: {name} is read by nothing"
                 )
+
+
+def test_each_variable_has_one_row_per_table() -> None:
+    """Two rows for one variable end up saying two things (WEB_CONCURRENCY did: 2 and 1).
+    The console's and the node agent's tables may each have theirs."""
+    tables = re.findall(r"(?:^\|.*\n)+", (ROOT / "README.md").read_text(), re.M)
+    for table in tables:
+        rows = re.findall(r"^\| `([A-Z][A-Z0-9_]+)`", table, re.M)
+        twice = sorted({name for name in rows if rows.count(name) > 1})
+        assert not twice, f"a README.md table lists these more than once: {twice}"
