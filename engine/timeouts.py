@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # HCCL_CONNECT_TIMEOUT: integer in [120, 7200] s, default 120; the effective wait is
 # the value + 20 s (CANN env-var reference, envref_07_0077 / envref_07_0149:
@@ -114,6 +114,16 @@ def timeout_env(
     }
 
 
+class _Waits(NamedTuple):
+    """The waits the rules compare: the environment's values, or each layer's default."""
+
+    aiv: bool
+    connect: int
+    exec_s: int
+    execute: int
+    ready: int
+
+
 def check_timeouts(
     env: Mapping[str, str],
     *,
@@ -122,6 +132,22 @@ def check_timeouts(
     console_health_timeout_s: int | None = None,
 ) -> list[TimeoutFinding]:
     """Every rule the environment of one rank breaks (the plan gives all ranks the same)."""
+    found = _unparsable(env)
+    if found:
+        return found
+    aiv, connect, exec_s, execute, ready = _effective_waits(env)
+    findings = (
+        _connect_finding(connect, nodes=nodes, world_size=world_size),
+        _exec_aiv_finding(exec_s, aiv=aiv),
+        _execute_finding(execute, exec_s=exec_s),
+        _ready_finding(ready, connect=connect, nodes=nodes),
+        _console_finding(ready, console_health_timeout_s=console_health_timeout_s),
+    )
+    return [f for f in findings if f is not None]
+
+
+def _unparsable(env: Mapping[str, str]) -> list[TimeoutFinding]:
+    """One error per timeout variable set to something other than whole seconds."""
     found: list[TimeoutFinding] = []
     for key in (
         "HCCL_CONNECT_TIMEOUT",
@@ -138,8 +164,11 @@ def check_timeouts(
                     key,
                 )
             )
-    if found:
-        return found
+    return found
+
+
+def _effective_waits(env: Mapping[str, str]) -> _Waits:
+    """The waits in force: what the environment sets, else HCCL's and vLLM's defaults."""
     aiv = str(env.get("HCCL_OP_EXPANSION_MODE", "")).upper() == "AIV"
     connect = _int(env, "HCCL_CONNECT_TIMEOUT") or HCCL_CONNECT_MIN_S
     exec_s = _int(env, "HCCL_EXEC_TIMEOUT")
@@ -149,16 +178,22 @@ def check_timeouts(
     if execute is None:
         execute = VLLM_EXECUTE_MODEL_DEFAULT_S
     ready = _int(env, "VLLM_ENGINE_READY_TIMEOUT_S") or VLLM_ENGINE_READY_DEFAULT_S
+    return _Waits(aiv, connect, exec_s, execute, ready)
 
+
+def _connect_finding(
+    connect: int, *, nodes: int, world_size: int
+) -> TimeoutFinding | None:
+    """HCCL_CONNECT_TIMEOUT within HCCL's range, and outlasting the DP handshake window."""
     if not HCCL_CONNECT_MIN_S <= connect <= HCCL_CONNECT_MAX_S:
-        found.append(TimeoutFinding(
+        return TimeoutFinding(
             "HCCL_CONNECT_TIMEOUT", "error",
             f"HCCL_CONNECT_TIMEOUT={connect} is outside HCCL's range "
             f"[{HCCL_CONNECT_MIN_S}, {HCCL_CONNECT_MAX_S}] s.",
             SOURCE_HCCL_ENV,
-        ))  # fmt: skip
-    elif nodes > 1 and connect + HCCL_CONNECT_GRACE_S < DP_HANDSHAKE_WINDOW_S:
-        found.append(TimeoutFinding(
+        )  # fmt: skip
+    if nodes > 1 and connect + HCCL_CONNECT_GRACE_S < DP_HANDSHAKE_WINDOW_S:
+        return TimeoutFinding(
             "HCCL_CONNECT_TIMEOUT", "error",
             f"HCCL_CONNECT_TIMEOUT={connect} (+{HCCL_CONNECT_GRACE_S} s) is shorter than "
             f"the {DP_HANDSHAKE_WINDOW_S} s by which the {world_size} ranks on {nodes} "
@@ -166,44 +201,66 @@ def check_timeouts(
             f"Set it to at least {DP_HANDSHAKE_WINDOW_S - HCCL_CONNECT_GRACE_S} "
             f"(the plan's default is {2 * DP_HANDSHAKE_WINDOW_S}).",
             f"{SOURCE_HCCL_ENV}; {SOURCE_VLLM_HANDSHAKE}",
-        ))  # fmt: skip
+        )  # fmt: skip
+    return None
+
+
+def _exec_aiv_finding(exec_s: int, *, aiv: bool) -> TimeoutFinding | None:
+    """HCCL_EXEC_TIMEOUT within the AIV expansion mode's maximum."""
     if aiv and exec_s > HCCL_EXEC_AIV_MAX_S:
-        found.append(TimeoutFinding(
+        return TimeoutFinding(
             "HCCL_EXEC_TIMEOUT", "error",
             f"HCCL_EXEC_TIMEOUT={exec_s} exceeds {HCCL_EXEC_AIV_MAX_S} s, the maximum "
             "with HCCL_OP_EXPANSION_MODE=AIV.",
             SOURCE_HCCL_ENV,
-        ))  # fmt: skip
+        )  # fmt: skip
+    return None
+
+
+def _execute_finding(execute: int, *, exec_s: int) -> TimeoutFinding | None:
+    """HCCL's operator timeout on, and vLLM's execute_model wait outlasting it."""
     if exec_s == 0:
-        found.append(TimeoutFinding(
+        return TimeoutFinding(
             "HCCL_EXEC_TIMEOUT", "warning",
             "HCCL_EXEC_TIMEOUT=0 disables HCCL's operator timeout: a lost peer is then "
             "only noticed when vLLM's execute_model RPC times out, and HCCL never "
             "reports which rank failed.",
             f"{SOURCE_HCCL_ENV}; {SOURCE_VA_13232}",
-        ))  # fmt: skip
-    elif execute <= exec_s:
-        found.append(TimeoutFinding(
+        )  # fmt: skip
+    if execute <= exec_s:
+        return TimeoutFinding(
             "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "error",
             f"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS={execute} is not above "
             f"HCCL_EXEC_TIMEOUT={exec_s}: vLLM gives up on execute_model before HCCL "
             "reports the failed collective, and the engine hangs without logs. Set it "
             f"above {exec_s} (vllm-ascend uses 3000).",
             SOURCE_VA_13232,
-        ))  # fmt: skip
+        )  # fmt: skip
+    return None
+
+
+def _ready_finding(ready: int, *, connect: int, nodes: int) -> TimeoutFinding | None:
+    """vLLM's engine-ready wait outlasting HCCL's link setup on several nodes."""
     if nodes > 1 and ready <= connect + HCCL_CONNECT_GRACE_S:
-        found.append(TimeoutFinding(
+        return TimeoutFinding(
             "VLLM_ENGINE_READY_TIMEOUT_S", "warning",
             f"VLLM_ENGINE_READY_TIMEOUT_S={ready} is not above HCCL's link-setup wait "
             f"({connect}+{HCCL_CONNECT_GRACE_S} s): the API server gives up before "
             "HCCL names the ranks that never connected (EI0006).",
             f"{SOURCE_VLLM_READY}; {SOURCE_HCCL_ENV}",
-        ))  # fmt: skip
+        )  # fmt: skip
+    return None
+
+
+def _console_finding(
+    ready: int, *, console_health_timeout_s: int | None
+) -> TimeoutFinding | None:
+    """The console's /health wait outlasting vLLM's engine-ready wait by the margin."""
     if (
         console_health_timeout_s is not None
         and console_health_timeout_s < ready + console_margin(console_health_timeout_s)
     ):
-        found.append(TimeoutFinding(
+        return TimeoutFinding(
             "VLLM_ENGINE_READY_TIMEOUT_S", "error",
             f"The console waits ENGINE_HEALTH_TIMEOUT_S={console_health_timeout_s} s for "
             f"/health, less than vLLM's VLLM_ENGINE_READY_TIMEOUT_S={ready} s + "
@@ -211,5 +268,5 @@ def check_timeouts(
             "why it is not ready. Lower VLLM_ENGINE_READY_TIMEOUT_S in extra_env or raise "
             "ENGINE_HEALTH_TIMEOUT_S.",
             f"{SOURCE_VLLM_READY}; console setting ENGINE_HEALTH_TIMEOUT_S",
-        ))  # fmt: skip
-    return found
+        )  # fmt: skip
+    return None

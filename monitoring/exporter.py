@@ -9,7 +9,7 @@ Names and label keys follow Huawei MindCluster npu-exporter (reference/ascend-fa
 from __future__ import annotations
 
 from collections import Counter as TallyCounter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -99,6 +99,59 @@ def _link_value(link: str | None) -> int:
     return {"UP": 1, "DOWN": 0}.get((link or "").upper(), -1)
 
 
+def _net_value(net: Any) -> int:
+    """npu-exporter's network health: 1 success, 0 anything else, -1 not reported."""
+    return -1 if net is None else (1 if str(net).lower() == "success" else 0)
+
+
+# (family, help, value from one chip's sample) per chip, in exposition order;
+# a None value adds no sample
+CHIP_FAMILIES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+    ("npu_chip_info_temperature", "the npu temperature", lambda c: c.get("temp_c")),
+    ("npu_chip_info_power", "the npu power", lambda c: c.get("power_w")),
+    (
+        "npu_chip_info_hbm_used_memory",
+        "the npu hbm used memory",
+        lambda c: c.get("hbm_used_mb"),
+    ),
+    (
+        "npu_chip_info_hbm_total_memory",
+        "the npu hbm total memory",
+        lambda c: c.get("hbm_total_mb"),
+    ),
+    (
+        "npu_chip_info_utilization",
+        "the ai core utilization",
+        lambda c: c.get("aicore_pct"),
+    ),
+    (
+        "npu_chip_info_health_status",
+        "the npu health status",
+        lambda c: health_value(c.get("health")),
+    ),
+)
+# the same from the chip's RoCE port (chip 0 of an NPU), before its counters
+PORT_FAMILIES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+    (
+        "npu_chip_info_link_status",
+        "the npu link status",
+        lambda p: _link_value(p.get("link")),
+    ),
+    (
+        "npu_chip_info_network_status",
+        "the npu network health status",
+        lambda p: _net_value(p.get("net_health")),
+    ),
+    ("npu_chip_link_up_num", "the npu link up num", lambda p: p.get("up_count")),
+)
+# (family, help) of each HCCS link's tx, rx and crc error count; the name ends _<link>
+HCCS_LINK_FAMILIES = (
+    ("npu_chip_info_hccs_statistic_info_tx_cnt", "the hccs tx packet count"),
+    ("npu_chip_info_hccs_statistic_info_rx_cnt", "the hccs rx packet count"),
+    ("npu_chip_info_hccs_statistic_info_crc_err_cnt", "the hccs crc error count"),
+)
+
+
 class TelemetryCollector(Collector):
     """Yields metric families from the database on every scrape (no global state)."""
 
@@ -114,17 +167,25 @@ def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
 
 
-def _npu_families() -> Iterator[Metric]:
-    g: dict[str, GaugeMetricFamily] = {}
+class _ChipGauges:
+    """The per-chip families, each created at its first sample: first seen, first exposed."""
 
-    def add(name: str, doc: str, labels: list[str], value: float | None) -> None:
+    def __init__(self) -> None:
+        self.families: dict[str, GaugeMetricFamily] = {}
+
+    def add(self, name: str, doc: str, labels: list[str], value: float | None) -> None:
+        """One chip's sample of family ``name``; None adds nothing."""
         if value is None:
             return
-        fam = g.get(name)
+        fam = self.families.get(name)
         if fam is None:
-            fam = g[name] = _gauge(name, doc, CHIP_LABELS)
+            fam = self.families[name] = _gauge(name, doc, CHIP_LABELS)
         fam.add_metric(labels, float(value))
 
+
+def _npu_families() -> Iterator[Metric]:
+    """Per node: the NPU count and HCCS loss state; per chip: the npu-exporter families."""
+    gauges = _ChipGauges()
     machine = _gauge(
         "machine_npu_nums",
         "Amount of npu installed on the machine.",
@@ -146,113 +207,68 @@ def _npu_families() -> Iterator[Metric]:
         rank = "" if node.rank is None else str(node.rank)
         chips = sorted(data.get("chips", []), key=lambda c: (c["npu"], c["chip"]))
         machine.add_metric([node.name, cluster], float(len({c["npu"] for c in chips})))
-        roce = {p["npu"]: p for p in data.get("roce", [])}
-        hccs = data.get("hccs", {})
-        for logical_id, c in enumerate(chips):
-            labels = [
-                str(logical_id),
-                c.get("name") or node.npu_model,
-                c.get("bus_id") or "",
-                "",
-                "",
-                "",
-                "",
-                node.name,
-                cluster,
-                rank,
-            ]
-            add(
-                "npu_chip_info_temperature",
-                "the npu temperature",
-                labels,
-                c.get("temp_c"),
-            )
-            add("npu_chip_info_power", "the npu power", labels, c.get("power_w"))
-            add(
-                "npu_chip_info_hbm_used_memory",
-                "the npu hbm used memory",
-                labels,
-                c.get("hbm_used_mb"),
-            )
-            add(
-                "npu_chip_info_hbm_total_memory",
-                "the npu hbm total memory",
-                labels,
-                c.get("hbm_total_mb"),
-            )
-            add(
-                "npu_chip_info_utilization",
-                "the ai core utilization",
-                labels,
-                c.get("aicore_pct"),
-            )
-            add(
-                "npu_chip_info_health_status",
-                "the npu health status",
-                labels,
-                health_value(c.get("health")),
-            )
-            port = roce.get(c["npu"]) if c["chip"] == 0 else None
-            if port is not None:
-                add(
-                    "npu_chip_info_link_status",
-                    "the npu link status",
-                    labels,
-                    _link_value(port.get("link")),
-                )
-                net = port.get("net_health")
-                add(
-                    "npu_chip_info_network_status",
-                    "the npu network health status",
-                    labels,
-                    -1 if net is None else (1 if str(net).lower() == "success" else 0),
-                )
-                if port.get("up_count") is not None:
-                    add(
-                        "npu_chip_link_up_num",
-                        "the npu link up num",
-                        labels,
-                        port["up_count"],
-                    )
-                for counter, value in sorted((port.get("stat") or {}).items()):
-                    add(
-                        f"npu_chip_{counter}",
-                        f"the npu {counter.replace('_', ' ')}",
-                        labels,
-                        value,
-                    )
-            h = hccs.get(f"{c['npu']}.{c['chip']}")
-            if h is not None:
-                for index, (tx, rx, _retry, err) in enumerate(
-                    h["links"][:MAX_HCCS_LINKS]
-                ):
-                    add(
-                        f"npu_chip_info_hccs_statistic_info_tx_cnt_{index}",
-                        "the hccs tx packet count",
-                        labels,
-                        tx,
-                    )
-                    add(
-                        f"npu_chip_info_hccs_statistic_info_rx_cnt_{index}",
-                        "the hccs rx packet count",
-                        labels,
-                        rx,
-                    )
-                    add(
-                        f"npu_chip_info_hccs_statistic_info_crc_err_cnt_{index}",
-                        "the hccs crc error count",
-                        labels,
-                        err,
-                    )
-                add(
-                    "console_hccs_loss_percent",
-                    "Worst HCCS link's (Δretries+Δerrors)/Δtx over the last window, percent.",
-                    labels,
-                    h.get("loss_pct"),
-                )
+        _add_node_chips(gauges, node, data, chips, cluster=cluster, rank=rank)
     yield machine
     yield loss_state
-    yield from g.values()
+    yield from gauges.families.values()
+
+
+def _add_node_chips(
+    gauges: _ChipGauges,
+    node: Node,
+    data: dict[str, Any],
+    chips: list[dict[str, Any]],
+    *,
+    cluster: str,
+    rank: str,
+) -> None:
+    """Every chip's samples of one node: its own values, its RoCE port's, its HCCS links'."""
+    roce = {p["npu"]: p for p in data.get("roce", [])}
+    hccs = data.get("hccs", {})
+    for logical_id, c in enumerate(chips):
+        labels = [
+            str(logical_id),
+            c.get("name") or node.npu_model,
+            c.get("bus_id") or "",
+            "",
+            "",
+            "",
+            "",
+            node.name,
+            cluster,
+            rank,
+        ]
+        for name, doc, value_of in CHIP_FAMILIES:
+            gauges.add(name, doc, labels, value_of(c))
+        port = roce.get(c["npu"]) if c["chip"] == 0 else None
+        if port is not None:
+            _add_port(gauges, labels, port)
+        h = hccs.get(f"{c['npu']}.{c['chip']}")
+        if h is not None:
+            _add_hccs(gauges, labels, h)
+
+
+def _add_port(gauges: _ChipGauges, labels: list[str], port: dict[str, Any]) -> None:
+    """A chip's RoCE port: link, network health, link-up count, then each counter."""
+    for name, doc, value_of in PORT_FAMILIES:
+        gauges.add(name, doc, labels, value_of(port))
+    for counter, value in sorted((port.get("stat") or {}).items()):
+        gauges.add(
+            f"npu_chip_{counter}", f"the npu {counter.replace('_', ' ')}", labels, value
+        )
+
+
+def _add_hccs(gauges: _ChipGauges, labels: list[str], h: dict[str, Any]) -> None:
+    """A chip's HCCS links (tx, rx, crc errors per link, npu-exporter's at most 8), then its loss."""
+    for index, (tx, rx, _retry, err) in enumerate(h["links"][:MAX_HCCS_LINKS]):
+        for (name, doc), value in zip(HCCS_LINK_FAMILIES, (tx, rx, err), strict=True):
+            gauges.add(f"{name}_{index}", doc, labels, value)
+    gauges.add(
+        "console_hccs_loss_percent",
+        "Worst HCCS link's (Δretries+Δerrors)/Δtx over the last window, percent.",
+        labels,
+        h.get("loss_pct"),
+    )
 
 
 def _console_families() -> Iterator[Metric]:

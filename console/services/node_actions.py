@@ -104,6 +104,42 @@ def node_readmit(
         raise ActionRefused(
             f"{node.name} is {node.get_state_display()}, not out of service; nothing to re-admit"
         )
+    checks = _readmit_preflight(node, user=user, request=request)
+    _readmit_require_checks_passed(node, checks, user=user, request=request)
+    links = _readmit_links(
+        node,
+        checks,
+        user=user,
+        request=request,
+        accept_unverified=accept_unverified_links,
+    )
+    _readmit_commit(node, checks, links, user=user, request=request)
+    node.refresh_from_db()
+    return {"node": node.name, "state": node.state, "checks": checks, "links": links}
+
+
+def _readmit_refused_audit(
+    node: Node,
+    *,
+    user: Any,
+    request: Any,
+    message: str,
+    after: dict[str, Any] | None = None,
+) -> None:
+    """Audit a refused re-admission (result failure, message cut to 300 characters)."""
+    audit_record(
+        action="node.readmit",
+        actor=user,
+        request=request,
+        target=node,
+        result="failure",
+        after=after,
+        message=message[:300],
+    )
+
+
+def _readmit_preflight(node: Node, *, user: Any, request: Any) -> list[dict[str, Any]]:
+    """Run the node-side preflight on the node's agent; its checks (ActionRefused when unreachable)."""
     try:
         answer = agent_call(
             node,
@@ -116,46 +152,62 @@ def node_readmit(
             ping_targets=[],
         )
     except AgentUnreachable as exc:
-        audit_record(
-            action="node.readmit",
-            actor=user,
-            request=request,
-            target=node,
-            result="failure",
-            message=f"agent unreachable: {exc}"[:300],
+        _readmit_refused_audit(
+            node, user=user, request=request, message=f"agent unreachable: {exc}"
         )
         raise ActionRefused(
             f"{node.name}: {exc}; start the node agent on {node.name} (systemctl start ascend-agent) and retry"
         ) from None
-    checks = list(answer.get("checks") or [])
+    return list(answer.get("checks") or [])
+
+
+def _readmit_require_checks_passed(
+    node: Node, checks: list[dict[str, Any]], *, user: Any, request: Any
+) -> None:
+    """Audit and raise ActionRefused (with the checks) when any preflight check failed."""
     failed = [c for c in checks if c.get("status") == "fail"]
     if failed:
         summary = "; ".join(f"{c['name']}: {c['evidence']}" for c in failed)
-        audit_record(
-            action="node.readmit",
-            actor=user,
+        _readmit_refused_audit(
+            node,
+            user=user,
             request=request,
-            target=node,
-            result="failure",
             after={"failed": [c["name"] for c in failed]},
-            message=f"preflight failed: {summary}"[:300],
+            message=f"preflight failed: {summary}",
         )
         raise ActionRefused(
             f"{node.name} stays out of service: preflight failed ({summary})",
             checks=checks,
         )
+
+
+def _readmit_links(
+    node: Node,
+    checks: list[dict[str, Any]],
+    *,
+    user: Any,
+    request: Any,
+    accept_unverified: str,
+) -> dict[str, Any]:
+    """readmit_links_check's verdict; a refusal or lost agent is audited and raised as ActionRefused."""
     try:
-        links = readmit_links_check(node, accept_unverified=accept_unverified_links)
+        return readmit_links_check(node, accept_unverified=accept_unverified)
     except (ActionRefused, AgentUnreachable) as exc:
-        audit_record(
-            action="node.readmit",
-            actor=user,
-            request=request,
-            target=node,
-            result="failure",
-            message=f"links: {exc}"[:300],
+        _readmit_refused_audit(
+            node, user=user, request=request, message=f"links: {exc}"
         )
         raise ActionRefused(str(exc), checks=checks) from None
+
+
+def _readmit_commit(
+    node: Node,
+    checks: list[dict[str, Any]],
+    links: dict[str, Any],
+    *,
+    user: Any,
+    request: Any,
+) -> None:
+    """Move the node, still out of service under a row lock, to a ready HCCS spare, with its audit row."""
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(pk=node.pk)
         if locked.state != NodeState.OUT_OF_SERVICE:
@@ -200,8 +252,6 @@ def node_readmit(
                 else ""
             ),
         )
-    node.refresh_from_db()
-    return {"node": node.name, "state": node.state, "checks": checks, "links": links}
 
 
 def cluster_maintenance_set(

@@ -113,6 +113,37 @@ def operation_start(
     Raises OperationRefused (bad kind, force without admin) or OperationConflict
     (another operation is active: the database's partial unique index decides).
     """
+    _check_kind_and_force(kind=kind, user=user, source=source, force=force)
+    operation_reap_interrupted()
+    params = _check_cluster_state(cluster, kind, params)
+    actor_name = getattr(user, "username", "") or actor or "system"
+    try:
+        op = _operation_create_audited(
+            cluster=cluster,
+            kind=kind,
+            user=user,
+            actor_name=actor_name,
+            reason=reason,
+            source=source,
+            source_ip=source_ip,
+            force=force,
+            params=params,
+            request=request,
+        )
+    except IntegrityError:
+        running = _conflict_record(
+            cluster=cluster, kind=kind, user=user, request=request, source_ip=source_ip
+        )
+        if running is None:
+            # it finished between the insert and the lookup: let the caller retry
+            raise
+        raise OperationConflict(running) from None
+    _operation_enqueue(op)
+    return op
+
+
+def _check_kind_and_force(*, kind: str, user: Any, source: str, force: bool) -> None:
+    """Refuse an unknown kind, and a force the requester may not use or the kind ignores."""
     if kind not in OperationKind.values:
         raise OperationRefused(
             "kind",
@@ -127,7 +158,12 @@ def operation_start(
         )
     if force and kind not in (OperationKind.START, OperationKind.RESTART):
         raise OperationRefused("force", _("force applies to start and restart only."))
-    operation_reap_interrupted()
+
+
+def _check_cluster_state(
+    cluster: Cluster, kind: str, params: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Refuse a kind the cluster's state forbids; the params, with a benchmark's sweep checked."""
     if kind == OperationKind.PREFLIGHT:
         cluster.refresh_from_db(fields=["state"])
         if cluster.state in (ClusterState.RUNNING, ClusterState.DEGRADED):
@@ -151,62 +187,85 @@ def operation_start(
                     "{cluster} is already {state}; a start would stop its engines without draining them. Use restart (drains first) or stop."
                 ).format(cluster=cluster.name, state=cluster.get_state_display()),
             )
-    actor_name = getattr(user, "username", "") or actor or "system"
-    try:
-        with transaction.atomic():
-            op = Operation.objects.create(
-                cluster=cluster,
-                kind=kind,
-                requested_by=user if getattr(user, "pk", None) else None,
-                requested_by_name=actor_name,
-                source=source,
-                reason=reason[:500],
-                force=force,
-                params=params or {},
-            )
-            # the row and its audit row commit together: an audit write that fails
-            # leaves no orphan queued operation behind
-            audit_record(
-                action=f"operation.{kind}",
-                actor=user,
-                request=request,
-                source_ip=source_ip,
-                target=op,
-                after={
-                    "cluster": cluster.name,
-                    "kind": kind,
-                    "reason": reason,
-                    "force": force,
-                    "params": params or {},
-                },
-            )
-    except IntegrityError:
-        running = (
-            Operation.objects.filter(cluster=cluster, finished_at__isnull=True)
-            .select_related("cluster")
-            .first()
+    return params
+
+
+def _operation_create_audited(
+    *,
+    cluster: Cluster,
+    kind: str,
+    user: Any,
+    actor_name: str,
+    reason: str,
+    source: str,
+    source_ip: str | None,
+    force: bool,
+    params: dict[str, Any] | None,
+    request: Any,
+) -> Operation:
+    """Insert the operation row and its audit row in one transaction.
+
+    Raises IntegrityError when another operation is active on the cluster.
+    """
+    with transaction.atomic():
+        op = Operation.objects.create(
+            cluster=cluster,
+            kind=kind,
+            requested_by=user if getattr(user, "pk", None) else None,
+            requested_by_name=actor_name,
+            source=source,
+            reason=reason[:500],
+            force=force,
+            params=params or {},
         )
+        # the row and its audit row commit together: an audit write that fails
+        # leaves no orphan queued operation behind
         audit_record(
             action=f"operation.{kind}",
             actor=user,
             request=request,
             source_ip=source_ip,
-            target=cluster,
-            result=AuditEvent.Result.DENIED,
-            message="another operation is active",
+            target=op,
+            after={
+                "cluster": cluster.name,
+                "kind": kind,
+                "reason": reason,
+                "force": force,
+                "params": params or {},
+            },
         )
-        if (
-            running is None
-        ):  # it finished between the insert and the lookup: let the caller retry
-            raise
-        raise OperationConflict(running) from None
+    return op
+
+
+def _conflict_record(
+    *, cluster: Cluster, kind: str, user: Any, request: Any, source_ip: str | None
+) -> Operation | None:
+    """Audit a start refused by the active operation; that operation, or None once it finished."""
+    running = (
+        Operation.objects.filter(cluster=cluster, finished_at__isnull=True)
+        .select_related("cluster")
+        .first()
+    )
+    audit_record(
+        action=f"operation.{kind}",
+        actor=user,
+        request=request,
+        source_ip=source_ip,
+        target=cluster,
+        result=AuditEvent.Result.DENIED,
+        message="another operation is active",
+    )
+    return running
+
+
+def _operation_enqueue(op: Operation) -> None:
+    """Queue the operation's run for the control worker once the row commits."""
     # Late: console.tasks imports the runbooks, which import this module.
     from console.tasks import operation_run_task
 
     transaction.on_commit(
         lambda: operation_run_task.apply_async(kwargs={"operation_id": op.pk})
     )
-    return op
 
 
 def operation_claim(operation_id: int) -> Operation | None:
