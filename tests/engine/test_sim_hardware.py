@@ -242,7 +242,7 @@ def test_it_derives_chip_readings_from_load_and_faults() -> None:
 
 
 def test_the_sim_engine_feels_the_link_the_hardware_really_uses(node: Path) -> None:
-    from engine.sim.vllm.node import Env
+    from engine.sim.vllm.process import Env
 
     state.inject_fault(node, "hccs-loss", "20")
     faults = state.load_faults(node)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,23 @@ HANDSHAKE_AT = "v1/engine/utils.py:944"
 
 def _encode(msg: dict[str, Any]) -> bytes:
     return (json.dumps(msg) + "\n").encode()
+
+
+async def read_messages(reader: asyncio.StreamReader) -> AsyncIterator[Any]:
+    """The peer's messages, one JSON object a line, until it closes the connection
+    (or it breaks); a line that is not JSON is skipped."""
+    while True:
+        try:
+            line = await reader.readline()
+        except OSError:
+            line = b""
+        if not line:
+            return
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        yield msg
 
 
 @dataclass
@@ -179,17 +196,7 @@ class HeadRendezvous:
         self._send(writer, {"type": "init"})
         self._handshake("HELLO", ranks)
         self.on_peer_change(peer)
-        while True:
-            try:
-                line = await reader.readline()
-            except OSError:
-                line = b""
-            if not line:
-                break
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
+        async for msg in read_messages(reader):
             if msg.get("type") == "ready":
                 peer.loaded = True
                 self._handshake("READY", ranks)
