@@ -171,7 +171,7 @@ CHECKS: dict[str, tuple[str, str, str]] = {
         "vllm-ascend {target}: CANN {cann}, torch_npu {torch_npu}, vLLM {vllm} as the matrix says",
         "",
     ),
-    # engine/drivers/container.py
+    # engine/drivers/container/driver.py
     "container_engine.down": (
         "container engine",
         "{problem}",

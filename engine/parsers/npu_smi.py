@@ -6,7 +6,7 @@ The table layouts handled (ascend-facts.md §1.2–§1.3, samples in tests/data/
 container" column), A3 (``Chip  Phy-ID``, two dies per NPU, second die's power
 ``-``), 310P (``Chip    Device``, no HBM column, power ``NA``). Copies from docs
 may be indented and may elide rows with ``...``; both are tolerated, nothing is
-guessed. The key : value and HCCS parsers live in npu_smi_kv.py and hccs.py and
+guessed. The key : value and HCCS parsers live in npu_smi_kv/ and hccs.py and
 are re-exported here so callers import one module.
 """
 
