@@ -1,5 +1,5 @@
 """One way to show times and measured values, on the server; ``static/console/js/format.js``
-is its twin in the browser and applies the same rules (tests/console/test_format.py holds
+is its twin in the browser and applies the same rules (tests/e2e/test_formats.py holds
 both to the same cases).
 
 Times: ``YYYY-MM-DD HH:MM:SS``, 24-hour in every language, in the user's time zone (the
