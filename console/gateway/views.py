@@ -10,15 +10,13 @@ before the answer does: admission.Early), and a pooled connection to the engine.
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
-import uuid
 from typing import Any
 
 import orjson
 
-from console.gateway import routing, translate
+from console.gateway import outbound, routing, translate
 from console.gateway.admission import (
     UNAUTHORIZED,
     Early,
@@ -39,14 +37,13 @@ from console.gateway.relay import (
     release,
 )
 from console.gateway.services import key_digest, secret_from_headers
+from console.gateway.snapshot import KeyInfo
 from console.gateway.upstream import (
     Unreachable,
     UpstreamError,
     UpstreamResponse,
-    post,
 )
 from console.gateway.upstream_errors import upstream_error
-from console.middleware import REQUEST_ID_RE
 
 
 async def models(req: Request) -> Response:
@@ -96,199 +93,143 @@ async def _proxy(
             early=not path.endswith("count_tokens"),
             admitted=admitted,
         )
-        version = req.headers.get("anthropic-version")
-        if version is not None and not _VERSION.match(version):
-            raise GatewayError(
-                400,
-                "anthropic-version must be an API version such as 2023-06-01.",
-                param="anthropic-version",
-            )
-        model = str(body["model"])
-        # Least outstanding first; an engine that refuses the connection (the request
-        # never reached it) hands over to the next cluster in the pool.
-        for upstream in routing.upstreams_by_load(pool):
-            translated = protocol == ANTHROPIC and not upstream.has(
-                routing.COUNT_TOKENS_SINCE
-                if path.endswith("count_tokens")
-                else routing.MESSAGES_SINCE
-            )
-            if translated and path.endswith("count_tokens"):
-                try:
-                    return await _count_tokens_translated(req, body, upstream)
-                except Unreachable:
-                    await upstream_error(upstream.cluster_id)
-                    continue
-            send_path, data = _upstream_request(req, protocol, path, body, translated)
-            call = Call(key, model, upstream, body, len(req.body))
-            try:
-                upstream_resp = await _sent(req, upstream, send_path, data, early)
-            except (Restart, Refused):  # the request was not admitted as sent
-                await call.finish(counted=False)
-                raise
-            except Unreachable:
-                await upstream_error(upstream.cluster_id)
-                await call.finish(counted=False)
-                continue
-            except GatewayError:
-                await upstream_error(upstream.cluster_id)
-                await call.finish()
-                raise
-            except BaseException:
-                await call.finish()
-                raise
-            if upstream_resp.status >= 500:
-                await upstream_error(upstream.cluster_id)
-            break
-        else:
-            if early is not None:
-                await early.settle()  # the pool it was refused by may be gone
-            names = ", ".join(u.cluster_name for u in pool)
-            raise GatewayError(
-                502,
-                f"No cluster serving `{model}` accepted the connection ({names}); "
-                "retry shortly.",
-                retry_after=5,
-            )
+        _check_version(req)
+        sent = await _route(req, protocol, path, key, body, pool, early)
     except GatewayError as err:
         return error_response(err, protocol)
     finally:
         if early is not None:
             early.close()  # left before its admission was awaited (no-op once it was)
-    stream = bool(body.get("stream")) and upstream_resp.status == 200
-    if not stream:
+    if isinstance(sent, Response):
+        return sent
+    call, upstream_resp, translated = sent
+    if bool(body.get("stream")) and upstream_resp.status == 200:
+        return _answer_stream(call, upstream_resp, body, protocol, translated)
+    return await _answer_whole(call, upstream_resp, protocol, translated)
+
+
+def _check_version(req: Request) -> None:
+    version = req.headers.get("anthropic-version")
+    if version is not None and not _VERSION.match(version):
+        raise GatewayError(
+            400,
+            "anthropic-version must be an API version such as 2023-06-01.",
+            param="anthropic-version",
+        )
+
+
+async def _route(
+    req: Request,
+    protocol: str,
+    path: str,
+    key: KeyInfo,
+    body: dict[str, Any],
+    pool: list[routing.Upstream],
+    early: Early | None,
+) -> tuple[Call, UpstreamResponse, bool] | Response:
+    """Send the request to the least loaded cluster of its pool that takes the
+    connection: its call, the engine's response and whether the request was
+    translated (Anthropic to OpenAI); or the whole answer of a translated
+    count_tokens."""
+    model = str(body["model"])
+    # Least outstanding first; an engine that refuses the connection (the request
+    # never reached it) hands over to the next cluster in the pool.
+    for upstream in routing.upstreams_by_load(pool):
+        translated = protocol == ANTHROPIC and not upstream.has(
+            routing.COUNT_TOKENS_SINCE
+            if path.endswith("count_tokens")
+            else routing.MESSAGES_SINCE
+        )
+        if translated and path.endswith("count_tokens"):
+            try:
+                return await _count_tokens_translated(req, body, upstream)
+            except Unreachable:
+                await upstream_error(upstream.cluster_id)
+                continue
+        send_path, data = outbound.upstream_request(
+            req, protocol, path, body, translated
+        )
+        call = Call(key, model, upstream, body, len(req.body))
         try:
-            raw = await upstream_resp.read()
-        except (TimeoutError, UpstreamError):
-            await upstream_error(upstream.cluster_id)
-            call.usage.setdefault("completion_tokens", 0)  # the engine's fault
-            await release(call, upstream_resp)
-            return error_response(
-                GatewayError(
-                    502,
-                    f"Cluster {upstream.cluster_name} broke off its answer; retry shortly.",
-                    retry_after=5,
-                ),
-                protocol,
-            )
-        except BaseException:  # client gone (cancelled)
-            await release(call, upstream_resp)
+            upstream_resp = await outbound.sent(req, upstream, send_path, data, early)
+        except (Restart, Refused):  # the request was not admitted as sent
+            await call.finish(counted=False)
             raise
-        upstream_resp.release()
-        return await _plain(call, raw, upstream_resp, protocol, translated)
+        except Unreachable:
+            await upstream_error(upstream.cluster_id)
+            await call.finish(counted=False)
+            continue
+        except GatewayError:
+            await upstream_error(upstream.cluster_id)
+            await call.finish()
+            raise
+        except BaseException:
+            await call.finish()
+            raise
+        if upstream_resp.status >= 500:
+            await upstream_error(upstream.cluster_id)
+        return call, upstream_resp, translated
+    if early is not None:
+        await early.settle()  # the pool it was refused by may be gone
+    names = ", ".join(u.cluster_name for u in pool)
+    raise GatewayError(
+        502,
+        f"No cluster serving `{model}` accepted the connection ({names}); "
+        "retry shortly.",
+        retry_after=5,
+    )
+
+
+async def _answer_whole(
+    call: Call, upstream_resp: UpstreamResponse, protocol: str, translated: bool
+) -> Response:
+    """A non-streamed answer (or an engine's refusal of a stream), read whole."""
+    try:
+        raw = await upstream_resp.read()
+    except (TimeoutError, UpstreamError):
+        await upstream_error(call.upstream.cluster_id)
+        call.usage.setdefault("completion_tokens", 0)  # the engine's fault
+        await release(call, upstream_resp)
+        return error_response(
+            GatewayError(
+                502,
+                f"Cluster {call.upstream.cluster_name} broke off its answer; "
+                "retry shortly.",
+                retry_after=5,
+            ),
+            protocol,
+        )
+    except BaseException:  # client gone (cancelled)
+        await release(call, upstream_resp)
+        raise
+    upstream_resp.release()
+    return await _plain(call, raw, upstream_resp, protocol, translated)
+
+
+def _answer_stream(
+    call: Call,
+    upstream_resp: UpstreamResponse,
+    body: dict[str, Any],
+    protocol: str,
+    translated: bool,
+) -> StreamResponse:
+    """A streamed answer, relayed event by event (pushed straight to the client's
+    transport where the protocol needs no translation)."""
     call.streamed = True
+    if translated:
+        return StreamResponse(relay_translated(call, upstream_resp))
     client_wants_usage = isinstance(body.get("stream_options"), dict) and bool(
         body["stream_options"].get("include_usage")
     )
-    if translated:
-        chunks = relay_translated(call, upstream_resp)
-    else:
-        drop = protocol == OPENAI and not client_wants_usage
-        chunks = relay(call, upstream_resp, drop_usage_chunk=drop)
-        push = PushRelay(
-            call, upstream_resp, drop_usage_chunk=drop, openai=protocol == OPENAI
-        )
-        return StreamResponse(chunks, push=push)
-    return StreamResponse(chunks)
-
-
-_ASK_USAGE = b'"stream_options":{"include_usage":true},'
-
-
-def _upstream_request(
-    req: Request, protocol: str, path: str, body: dict[str, Any], translated: bool
-) -> tuple[str, bytes]:
-    """The engine path and body for a client request: the client's bytes as they
-    came whenever they will do."""
-    if translated:
-        return "/v1/chat/completions", _encode(translate.messages_to_chat(body))
-    if protocol == OPENAI and body.get("stream"):
-        # Ask for the usage chunk so the key's tokens can be counted; the client
-        # still sees its own choice.
-        opts: dict[str, Any] = body.get("stream_options") or {}
-        if opts.get("include_usage") is True:
-            return path, req.body
-        raw = req.body.lstrip()
-        if "stream_options" not in body and raw[:1] == b"{":
-            # one member added in front of the client's own (UTF-8) object: a long
-            # prompt is not decoded and encoded again
-            return path, b"{" + _ASK_USAGE + raw[1:]
-        return path, _encode(
-            {**body, "stream_options": {**opts, "include_usage": True}}
-        )
-    return path, req.body
+    drop = protocol == OPENAI and not client_wants_usage
+    chunks = relay(call, upstream_resp, drop_usage_chunk=drop)
+    push = PushRelay(
+        call, upstream_resp, drop_usage_chunk=drop, openai=protocol == OPENAI
+    )
+    return StreamResponse(chunks, push=push)
 
 
 _VERSION = re.compile(r"^[A-Za-z0-9._-]{1,32}\Z")  # anthropic-version, passed on
-
-# X-Request-ID for a request without a usable one of its own: this process's random
-# prefix and a counter (unique like a uuid4, without its os.urandom call per request)
-_ID_PREFIX = uuid.uuid4().hex[:20]
-_ids = itertools.count(1)
-
-
-def _request_id(given: str) -> str:
-    """The client's X-Request-ID when it is a short plain token (it reaches the
-    engine's logs), else a fresh one."""
-    return given if REQUEST_ID_RE.match(given) else f"{_ID_PREFIX}{next(_ids):012x}"
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    return orjson.dumps(body)
-
-
-async def _sent(
-    req: Request,
-    upstream: routing.Upstream,
-    path: str,
-    data: bytes,
-    early: Early | None,
-) -> UpstreamResponse:
-    """``_send``; with an early admission, that admission settled before what came
-    back (an answer, or the engine's failure) is taken as this request's."""
-    if early is None:
-        return await _send(req, upstream, path, data)
-    try:
-        resp = await _send(req, upstream, path, data)
-    except (Unreachable, GatewayError):
-        await early.settle()
-        raise
-    try:
-        await early.settle()
-    except BaseException:
-        # the engine sees the connection go and aborts the request: vLLM's API
-        # server races each handler against an ASGI http.disconnect listener and
-        # cancels it (vllm/entrypoints/utils.py, with_cancellation and
-        # listen_for_disconnect); a stream ends with its generator
-        resp.close()
-        raise
-    return resp
-
-
-async def _send(
-    req: Request, upstream: routing.Upstream, path: str, data: bytes
-) -> UpstreamResponse:
-    """POST ``data`` (the client's body as it came, or the gateway's rewrite)."""
-    headers = {
-        "Content-Type": "application/json",
-        "X-Request-ID": _request_id(req.headers.get("x-request-id", "")),
-    }
-    if req.headers.get("anthropic-version"):
-        headers["anthropic-version"] = req.headers["anthropic-version"]
-    if upstream.api_key:
-        # vLLM's --api-key guards /v1/* with this bearer token (vllm/entrypoints/
-        # openai/api_server.py, AuthenticationMiddleware)
-        headers["Authorization"] = f"Bearer {upstream.api_key}"
-    try:
-        return await post(upstream.base_url, path, data, headers)
-    except Unreachable:
-        raise
-    except (TimeoutError, UpstreamError) as exc:
-        raise GatewayError(
-            502,
-            f"Cluster {upstream.cluster_name} did not answer "
-            f"({type(exc).__name__}); retry shortly.",
-            retry_after=5,
-        ) from None
 
 
 async def _plain(
@@ -335,11 +276,11 @@ async def _count_tokens_translated(
     chat = translate.messages_to_chat(
         {**body, "max_tokens": body.get("max_tokens") or 1, "stream": False}
     )
-    resp = await _send(
+    resp = await outbound.send(
         req,
         upstream,
         "/tokenize",
-        _encode({"model": chat["model"], "messages": chat["messages"]}),
+        outbound.encode({"model": chat["model"], "messages": chat["messages"]}),
     )
     try:
         raw = await resp.read()

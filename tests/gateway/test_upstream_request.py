@@ -12,7 +12,7 @@ import pytest
 
 from console.gateway.errors import ANTHROPIC, OPENAI
 from console.gateway.http import Request
-from console.gateway.views import _request_id, _upstream_request
+from console.gateway.outbound import request_id, upstream_request
 
 PATH = "/v1/chat/completions"
 
@@ -20,7 +20,7 @@ PATH = "/v1/chat/completions"
 def _sent(raw: bytes, protocol: str = OPENAI) -> tuple[str, bytes, dict[str, Any]]:
     body = json.loads(raw)
     req = Request("POST", PATH, {}, raw)
-    path, data = _upstream_request(req, protocol, PATH, body, translated=False)
+    path, data = upstream_request(req, protocol, PATH, body, translated=False)
     return path, data, body
 
 
@@ -65,7 +65,7 @@ def test_a_plain_request_goes_on_byte_for_byte(stream: bool | None) -> None:
 
 
 def test_request_ids_pass_when_plain_and_are_fresh_and_unique_otherwise() -> None:
-    assert _request_id("trace-42.a:b_c") == "trace-42.a:b_c"
-    fresh = {_request_id(bad) for bad in ("", "has space", "x" * 65, "é", "a\tb")}
+    assert request_id("trace-42.a:b_c") == "trace-42.a:b_c"
+    fresh = {request_id(bad) for bad in ("", "has space", "x" * 65, "é", "a\tb")}
     assert len(fresh) == 5
     assert all(len(i) == 32 and i.isalnum() for i in fresh)
