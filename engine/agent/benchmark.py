@@ -54,9 +54,37 @@ def node_bench_serve(
         name,
         base_url=gateway["url"] if gateway else None,
     )
-    command = _driver().bench_command(argv)
     key = gateway["key"] if gateway else (plan.get("env") or {}).get("VLLM_API_KEY", "")
-    env = {**os.environ, "OPENAI_API_KEY": str(key)}
+    returncode, printed, errors = _run_reporting_progress(
+        _driver().bench_command(argv), {**os.environ, "OPENAI_API_KEY": str(key)}
+    )
+    result_file = out_dir / name
+    if returncode != 0 or not result_file.exists():
+        tail = "".join(errors)[-600:].replace("\r", "\n").strip().splitlines()
+        raise ValueError(
+            f"vllm bench serve exited {returncode}: "
+            + (tail[-1] if tail else printed[-300:])
+        )
+    try:
+        result = json.loads(result_file.read_text())
+    finally:
+        result_file.unlink(missing_ok=True)
+    return {
+        "node": config.node_name,
+        "result": result,
+        "table": printed[printed.find("=") :][-4000:],
+        "argv": argv,
+        "tool_version": versions().get("vllm") or "",
+        "driver": config.driver,
+    }
+
+
+def _run_reporting_progress(
+    command: list[str], env: dict[str, str]
+) -> tuple[int, str, list[str]]:
+    """Run the bench command to its end (its pid in ``BENCH_PID`` meanwhile, for
+    ``node.bench_stop``), the task's state following the progress bar on its stderr:
+    its exit code, what it printed and its stderr as read."""
     timeout = float(os.environ.get("BENCH_TIMEOUT_S", "7200"))
     # the task and its id, read here: current_task is thread-local and the bar is read
     # on another thread
@@ -113,26 +141,7 @@ def node_bench_serve(
         (config.workdir / BENCH_PID).unlink(missing_ok=True)
         for reader in readers:
             reader.join(timeout=5)
-    printed = b"".join(printed_parts).decode(errors="replace")
-    result_file = out_dir / name
-    if proc.returncode != 0 or not result_file.exists():
-        tail = "".join(errors)[-600:].replace("\r", "\n").strip().splitlines()
-        raise ValueError(
-            f"vllm bench serve exited {proc.returncode}: "
-            + (tail[-1] if tail else printed[-300:])
-        )
-    try:
-        result = json.loads(result_file.read_text())
-    finally:
-        result_file.unlink(missing_ok=True)
-    return {
-        "node": config.node_name,
-        "result": result,
-        "table": printed[printed.find("=") :][-4000:],
-        "argv": argv,
-        "tool_version": versions().get("vllm") or "",
-        "driver": config.driver,
-    }
+    return proc.returncode, b"".join(printed_parts).decode(errors="replace"), errors
 
 
 @agent_task("node.bench_stop")
