@@ -147,30 +147,6 @@ async def chat_stream_to_messages(
     finish: str | None = None
     stop_reason: Any = None
     mid = f"msg_{uuid.uuid4().hex}"
-
-    def start() -> list[bytes]:
-        message: dict[str, Any] = {
-            "id": mid,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
-        }
-        return [
-            sse_frame("message_start", {"type": "message_start", "message": message}),
-            sse_frame(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            ),
-        ]
-
     async for event in events:
         data = sse_data(event)
         if data == "[DONE]":
@@ -179,7 +155,7 @@ async def chat_stream_to_messages(
             continue
         if not started:
             started = True
-            for frame in start():
+            for frame in _start_frames(mid, model):
                 yield frame
         if data.get("usage"):
             usage["prompt_tokens"] = int(data["usage"].get("prompt_tokens") or 0)
@@ -189,30 +165,69 @@ async def chat_stream_to_messages(
         for choice in data.get("choices") or []:
             piece = (choice.get("delta") or {}).get("content")
             if piece:
-                yield sse_frame(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "text_delta", "text": piece},
-                    },
-                )
+                yield _text_delta_frame(piece)
             if choice.get("finish_reason"):
                 finish, stop_reason = choice["finish_reason"], choice.get("stop_reason")
     if not started:
-        for frame in start():
+        for frame in _start_frames(mid, model):
             yield frame
-    reason, sequence = _stop(finish, stop_reason)
-    yield sse_frame("content_block_stop", {"type": "content_block_stop", "index": 0})
-    yield sse_frame(
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": reason, "stop_sequence": sequence},
-            "usage": {
-                "input_tokens": usage.get("prompt_tokens", 0),
-                "output_tokens": usage.get("completion_tokens", 0),
+    for frame in _end_frames(finish, stop_reason, usage):
+        yield frame
+
+
+def _start_frames(mid: str, model: str) -> list[bytes]:
+    """message_start (an empty assistant message) and the start of its one text block."""
+    message: dict[str, Any] = {
+        "id": mid,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+    return [
+        sse_frame("message_start", {"type": "message_start", "message": message}),
+        sse_frame(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
             },
+        ),
+    ]
+
+
+def _text_delta_frame(piece: str) -> bytes:
+    return sse_frame(
+        "content_block_delta",
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": piece},
         },
     )
-    yield sse_frame("message_stop", {"type": "message_stop"})
+
+
+def _end_frames(
+    finish: str | None, stop_reason: Any, usage: dict[str, int]
+) -> list[bytes]:
+    """The text block's end, the message's stop reason and usage, message_stop."""
+    reason, sequence = _stop(finish, stop_reason)
+    return [
+        sse_frame("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        sse_frame(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                "usage": {
+                    "input_tokens": usage.get("prompt_tokens", 0),
+                    "output_tokens": usage.get("completion_tokens", 0),
+                },
+            },
+        ),
+        sse_frame("message_stop", {"type": "message_stop"}),
+    ]
