@@ -11,6 +11,7 @@ naming the field; the operation is then never created.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from django.utils.translation import gettext as _
@@ -120,6 +121,34 @@ def bench_request(
     """The operation's ``params["bench"]``: the sweep's points (each a shape for
     ``node.bench_serve``), what is swept, and the label. ``default_shape`` is the
     profile target's (input_len, output_len)."""
+    concurrency, rates = _sweep(raw)
+    common = _point_fields(raw, default_shape, finite_rate=bool(rates))
+    target = str(raw.get("target") or "head")
+    if target not in TARGETS:
+        raise BenchRequestInvalid(
+            "target",
+            _("head (straight to the engine) or gateway (through the console)"),
+        )
+    points = [
+        _point(conc, rate, common)
+        for conc in concurrency or [None]
+        for rate in rates or [None]
+    ]
+    total = sum(p["num_prompts"] for p in points)
+    if total > BENCH_MAX_PROMPTS:
+        raise BenchRequestInvalid(
+            "num_prompts",
+            _("{total} prompts in the sweep; at most {n}").format(
+                total=total, n=BENCH_MAX_PROMPTS
+            ),
+        )
+    swept = "request_rate" if len(rates) > 1 else "concurrency"
+    return {"points": points, "swept": swept, "label": common.label, "target": target}
+
+
+def _sweep(raw: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The concurrencies and request rates asked for: one of them swept, at least
+    one given."""
     concurrency = _numbers(
         "concurrency", raw.get("concurrency"), int, 1, BENCH_MAX_CONCURRENCY
     )
@@ -132,6 +161,25 @@ def bench_request(
         raise BenchRequestInvalid(
             "concurrency", _("give concurrency (e.g. 1,8,32) or a request rate")
         )
+    return concurrency, rates
+
+
+@dataclass(frozen=True)
+class _PointFields:
+    """What every point of one sweep shares."""
+
+    input_len: int
+    output_len: int
+    num_prompts: int | None
+    burstiness: float | None
+    seed: int | None
+    goodput: dict[str, float]
+    label: str
+
+
+def _point_fields(
+    raw: dict[str, Any], default_shape: tuple[int, int], *, finite_rate: bool
+) -> _PointFields:
     input_len = (
         _one("input_len", raw.get("input_len"), int, 1, BENCH_MAX_LEN)
         or default_shape[0]
@@ -147,49 +195,39 @@ def bench_request(
     label = str(raw.get("label") or "").strip()
     if label and not BENCH_LABEL_RE.match(label):
         raise BenchRequestInvalid("label", _("letters, digits, . _ - (at most 64)"))
-    if burstiness is not None and not rates:
+    if burstiness is not None and not finite_rate:
         raise BenchRequestInvalid(
             "burstiness",
             _("applies to a finite request rate only (vLLM ignores it at inf)"),
         )
-    target = str(raw.get("target") or "head")
-    if target not in TARGETS:
-        raise BenchRequestInvalid(
-            "target",
-            _("head (straight to the engine) or gateway (through the console)"),
-        )
-    swept = "request_rate" if len(rates) > 1 else "concurrency"
-    points = []
-    for conc in concurrency or [None]:
-        for rate in rates or [None]:
-            shape: dict[str, Any] = {
-                "input_len": input_len,
-                "output_len": output_len,
-                # enough requests to hold the concurrency for a while: 5 waves, 10 at least
-                "num_prompts": num_prompts or max(10, 5 * (conc or 2)),
-            }
-            if conc is not None:
-                shape["max_concurrency"] = conc
-            if rate is not None:
-                shape["request_rate"] = rate
-                if burstiness is not None:
-                    shape["burstiness"] = burstiness
-            if goodput:
-                shape["goodput"] = goodput
-            if label:
-                shape["label"] = label
-            if seed is not None:
-                shape["seed"] = seed
-            points.append(shape)
-    total = sum(p["num_prompts"] for p in points)
-    if total > BENCH_MAX_PROMPTS:
-        raise BenchRequestInvalid(
-            "num_prompts",
-            _("{total} prompts in the sweep; at most {n}").format(
-                total=total, n=BENCH_MAX_PROMPTS
-            ),
-        )
-    return {"points": points, "swept": swept, "label": label, "target": target}
+    return _PointFields(
+        input_len, output_len, num_prompts, burstiness, seed, goodput, label
+    )
+
+
+def _point(
+    conc: int | None, rate: float | None, common: _PointFields
+) -> dict[str, Any]:
+    """One sweep point's shape, its keys in the order ``node.bench_serve`` logs them."""
+    shape: dict[str, Any] = {
+        "input_len": common.input_len,
+        "output_len": common.output_len,
+        # enough requests to hold the concurrency for a while: 5 waves, 10 at least
+        "num_prompts": common.num_prompts or max(10, 5 * (conc or 2)),
+    }
+    if conc is not None:
+        shape["max_concurrency"] = conc
+    if rate is not None:
+        shape["request_rate"] = rate
+        if common.burstiness is not None:
+            shape["burstiness"] = common.burstiness
+    if common.goodput:
+        shape["goodput"] = common.goodput
+    if common.label:
+        shape["label"] = common.label
+    if common.seed is not None:
+        shape["seed"] = common.seed
+    return shape
 
 
 def point_name(shape: dict[str, Any]) -> str:
