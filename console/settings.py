@@ -84,7 +84,7 @@ if not PRODUCTION:
 
 DEBUG = env_bool("CONSOLE_DEV", False)
 # demo: plan the simulated nodes as container ranks (the sim agents run them via the
-# simulator's docker CLI, engine/sim/docker_cli.py)
+# simulator's docker CLI, engine/sim/docker_cli/)
 SIM_CONTAINERS = env_bool("SIM_CONTAINERS", False)
 
 

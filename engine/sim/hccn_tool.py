@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -256,22 +258,93 @@ def help_text() -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Get:
+    """What one ``hccn_tool -i N -<cmd> -g`` reads: node dir, device, config, faults, clock."""
+
+    d: Path
+    npu: int
+    cfg: state.NodeConfig
+    faults: state.Faults
+    now: float
+
+
+def _get_lldp(q: Get) -> str:
+    if q.faults.roce_down:  # no neighbour advertisements arrive on a dead port
+        raise ToolError("Execute failed: Link status is down.", EXIT_LINK_DOWN)
+    return out_lldp(q.cfg, q.npu)
+
+
+def _get_netdetect(q: Get) -> str:
+    ip = q.cfg.npu_ips[q.npu] if q.npu < len(q.cfg.npu_ips) else ""
+    return f"netdetect address: {_gateway(ip) if ip else '0.0.0.0'}\n"
+
+
+def _get_gateway(q: Get) -> str:
+    if q.npu >= len(q.cfg.npu_ips):
+        raise ToolError(
+            "Get gateway failed, because no gateway was preset there!",
+            0x4002 & 0xFF,
+        )
+    return f"default gateway:{_gateway(q.cfg.npu_ips[q.npu])}, Iface:eth{q.npu}\n"
+
+
+def _get_not_modelled(q: Get) -> str:
+    raise ToolError(
+        "Command execute failed!", EXIT_DSMI_EXE
+    )  # real command the sim does not model
+
+
+# the -g commands the sim answers (ping, the one that takes parameters, is apart);
+# any other command of KNOWN_CMDS is _get_not_modelled
+GETS: dict[str, Callable[[Get], str]] = {
+    "link": lambda q: out_link(q.faults),
+    "net_health": lambda q: out_net_health(q.faults),
+    "stat": lambda q: out_stat(state.load_counters(q.d), q.npu),
+    "link_stat": lambda q: out_link_stat(q.d, q.npu, q.now),
+    "ip": lambda q: out_ip(q.cfg, q.npu),
+    "lldp": _get_lldp,
+    "optical": lambda q: out_optical(q.faults, q.npu),
+    "netdetect": _get_netdetect,
+    "gateway": _get_gateway,
+    "tls": lambda q: out_tls(q.npu),
+    "fec": lambda q: "fec mode: rs FEC mode\n",
+}
+
+
 def dispatch(argv: list[str], d: Path) -> str:
     """Run one command on node dir ``d``; returns stdout text or raises ToolError."""
+    _check_major(argv)
+    if argv[0] == "-h":
+        return help_text()
+    cfg = state.load_config(d)
+    npu, cmd, args = _parse_get(argv, cfg)
+    faults = state.load_faults(d)
+    if cmd == "ping":
+        return out_ping(d, npu, args, faults)
+    if args:
+        raise _count_error(cmd)
+    get = GETS.get(cmd, _get_not_modelled)
+    return get(Get(d, npu, cfg, faults, time.time()))
+
+
+def _check_major(argv: list[str]) -> None:
+    """``-i`` (or ``-h``) must come first; ``-a`` (all devices) is not simulated."""
     if not argv or argv[0] not in ("-i", "-a", "-h"):
         raise ToolError(
             'Get invalid major cmd type. The valid major cmd type should be "-a" or "-i".\n'
             "Enter [ hccn_tool -h ] for more details.",
             EXIT_MAJOR_CMD_TYPE,
         )
-    if argv[0] == "-h":
-        return help_text()
     if argv[0] == "-a":
         raise ToolError(
             "Get invalid major cmd.\nEnter [ hccn_tool -h ] for more details.",
             EXIT_MAJOR_CMD_INVALID,
         )
-    cfg = state.load_config(d)
+
+
+def _parse_get(argv: list[str], cfg: state.NodeConfig) -> tuple[int, str, list[str]]:
+    """(device, command, parameters after ``-g``) of ``-i N -<cmd> -g ...``; else ToolError."""
     if len(argv) < 2 or not argv[1].isdigit() or int(argv[1]) >= cfg.npu_count:
         raise ToolError("Get invalid device id.", EXIT_DEV_ID)
     npu = int(argv[1])
@@ -282,60 +355,21 @@ def dispatch(argv: list[str], d: Path) -> str:
         )
     cmd, rest = argv[2][1:], argv[3:]
     if not rest:
-        raise ToolError(
-            "The total count of input parameters is wrong!\n"
-            + _params_help(cmd).rstrip("\n"),
-            EXIT_CMD_COUNT,
-        )
+        raise _count_error(cmd)
     if rest[0] != "-g":  # the sim has no settable state: only get (-g) exists here
         raise ToolError(
             "Get unknown option!\n" + _params_help(cmd).rstrip("\n"),
             EXIT_OP_NOT_SUPPORT,
         )
-    args = rest[1:]
-    faults = state.load_faults(d)
-    if cmd == "ping":
-        return out_ping(d, npu, args, faults)
-    if args:
-        raise ToolError(
-            "The total count of input parameters is wrong!\n"
-            + _params_help(cmd).rstrip("\n"),
-            EXIT_CMD_COUNT,
-        )
-    now = time.time()
-    if cmd == "link":
-        return out_link(faults)
-    if cmd == "net_health":
-        return out_net_health(faults)
-    if cmd == "stat":
-        return out_stat(state.load_counters(d), npu)
-    if cmd == "link_stat":
-        return out_link_stat(d, npu, now)
-    if cmd == "ip":
-        return out_ip(cfg, npu)
-    if cmd == "lldp":
-        if faults.roce_down:  # no neighbour advertisements arrive on a dead port
-            raise ToolError("Execute failed: Link status is down.", EXIT_LINK_DOWN)
-        return out_lldp(cfg, npu)
-    if cmd == "optical":
-        return out_optical(faults, npu)
-    if cmd == "netdetect":
-        ip = cfg.npu_ips[npu] if npu < len(cfg.npu_ips) else ""
-        return f"netdetect address: {_gateway(ip) if ip else '0.0.0.0'}\n"
-    if cmd == "gateway":
-        if npu >= len(cfg.npu_ips):
-            raise ToolError(
-                "Get gateway failed, because no gateway was preset there!",
-                0x4002 & 0xFF,
-            )
-        return f"default gateway:{_gateway(cfg.npu_ips[npu])}, Iface:eth{npu}\n"
-    if cmd == "tls":
-        return out_tls(npu)
-    if cmd == "fec":
-        return "fec mode: rs FEC mode\n"
-    raise ToolError(
-        "Command execute failed!", EXIT_DSMI_EXE
-    )  # real command the sim does not model
+    return npu, cmd, rest[1:]
+
+
+def _count_error(cmd: str) -> ToolError:
+    return ToolError(
+        "The total count of input parameters is wrong!\n"
+        + _params_help(cmd).rstrip("\n"),
+        EXIT_CMD_COUNT,
+    )
 
 
 def run(argv: list[str], d: Path | None) -> tuple[int, str, str]:
