@@ -174,6 +174,52 @@ def test_podman_answers_the_same_grammar(sim_node):
     assert out.stdout.strip() == docker_cli.SERVER_VERSION
 
 
+@pytest.mark.parametrize(
+    ("argv", "code", "stderr"),
+    [
+        (["stop", "--time"], 125, "docker: flag needs an argument: --time"),
+        (
+            ["stop", "-t", "soon", "x"],
+            125,
+            'docker: invalid argument "soon" for "-t" flag',
+        ),
+        (["inspect", "x", "--format"], 125, "docker: flag needs an argument: --format"),
+        (["logs", "x", "--tail"], 125, "docker: flag needs an argument: --tail"),
+        (["logs"], 1, 'docker: "docker logs" requires exactly 1 argument.'),
+        (["logs", "gone"], 1, "Error response from daemon: No such container: gone"),
+        (["bogus"], 1, "docker: 'bogus' is not a docker command (in the simulator)."),
+    ],
+)
+def test_the_sim_cli_answers_bad_arguments_in_words_not_a_traceback(
+    sim_node, argv, code, stderr
+):
+    out = subprocess.run(["docker", *argv], capture_output=True, text=True)
+    assert (out.returncode, out.stderr.strip()) == (code, stderr)
+
+
+def test_the_sim_cli_checks_a_log_tail_and_podman_names_itself_once(sim_node):
+    subprocess.run(
+        ["docker", "run", "--detach", "--name", "r0", IMAGE, "vllm", "serve", "m"],
+        capture_output=True,
+        check=True,
+    )
+    try:
+        out = subprocess.run(
+            ["docker", "logs", "--tail", "x", "r0"], capture_output=True, text=True
+        )
+        assert (out.returncode, out.stderr.strip()) == (
+            125,
+            'docker: invalid argument "x" for "--tail" flag',
+        )
+    finally:
+        subprocess.run(["docker", "rm", "--force", "r0"], capture_output=True)
+    out = subprocess.run(["podman", "bogus"], capture_output=True, text=True)
+    assert (
+        out.stderr.strip()
+        == "podman: 'bogus' is not a podman command (in the simulator)."
+    )
+
+
 def test_node_preflight_checks_the_image_of_the_target_release(sim_node):
     from engine.drivers.container import node_preflight
 

@@ -44,8 +44,9 @@ def main(argv: list[str]) -> int:
             print(render_format(fmt, obj) if fmt else f"Server: {SERVER_VERSION}")
             return 0
         if cmd not in handlers:
+            # main prefixes the program's name, as for every message of its own
             raise CliError(
-                f"{prog}: '{cmd}' is not a {prog} command (in the simulator).", code=1
+                f"'{cmd}' is not a {prog} command (in the simulator).", code=1
             )
         return handlers[cmd](args)
     except CliError as exc:

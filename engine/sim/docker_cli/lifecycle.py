@@ -11,7 +11,7 @@ import signal
 import time
 from typing import Any
 
-from engine.sim.docker_cli.errors import CliError
+from engine.sim.docker_cli.errors import CliError, flag_value, number
 from engine.sim.docker_cli.store import _dir, _find, _remove, _state
 from engine.sim.state import write_json
 
@@ -27,9 +27,9 @@ def cmd_stop(args: list[str]) -> int:
     grace, names, i = 10.0, [], 0
     while i < len(args):
         if args[i] in ("--time", "-t", "--timeout"):
-            grace, i = float(args[i + 1]), i + 2
+            grace, i = number(args[i], flag_value(args, i), float), i + 2
         elif args[i].startswith("--time="):
-            grace, i = float(args[i].split("=", 1)[1]), i + 1
+            grace, i = number("--time", args[i].split("=", 1)[1], float), i + 1
         elif args[i].startswith("-"):
             raise CliError(f"unknown flag: {args[i]}")
         else:

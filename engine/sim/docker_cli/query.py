@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from engine.sim.docker_cli.errors import CliError
+from engine.sim.docker_cli.errors import CliError, flag_value, number
 from engine.sim.docker_cli.store import _dir, _find, _state, images
 from engine.sim.docker_cli.template import _format_arg, render_format
 from engine.sim.state import read_json
@@ -49,14 +49,16 @@ def cmd_logs(args: list[str]) -> int:
     tail, refs, i = None, [], 0
     while i < len(args):
         if args[i] in ("--tail", "-n"):
-            tail, i = args[i + 1], i + 2
+            tail, i = flag_value(args, i), i + 2
         else:
             refs.append(args[i])
             i += 1
-    c = _find(refs[0]) if refs else None
+    if len(refs) != 1:
+        raise CliError('"docker logs" requires exactly 1 argument.', code=1)
+    c = _find(refs[0])
     if c is None:
         raise CliError(
-            f"Error response from daemon: No such container: {refs[:1]}", code=1
+            f"Error response from daemon: No such container: {refs[0]}", code=1
         )
     lines = (
         (_dir() / f"{c['Id']}.log")
@@ -64,7 +66,8 @@ def cmd_logs(args: list[str]) -> int:
         .splitlines()
     )
     if tail not in (None, "all"):
-        lines = lines[-int(tail) :] if int(tail) else []
+        n = number("--tail", tail, int)
+        lines = lines[-n:] if n else []
     sys.stdout.write("".join(line + "\n" for line in lines))
     return 0
 

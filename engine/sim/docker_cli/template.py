@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from engine.sim.docker_cli.errors import CliError
+from engine.sim.docker_cli.errors import CliError, flag_value
 
 
 def _lookup(obj: Any, path: str) -> Any:
@@ -39,7 +39,7 @@ def _format_arg(args: list[str]) -> tuple[str, list[str]]:
     fmt, rest, i = "", [], 0
     while i < len(args):
         if args[i] in ("--format", "-f"):
-            fmt, i = args[i + 1], i + 2
+            fmt, i = flag_value(args, i), i + 2
         elif args[i].startswith("--format="):
             fmt, i = args[i].split("=", 1)[1], i + 1
         elif args[i] == "--type":
