@@ -81,8 +81,9 @@ def test_a_start_whose_audit_row_fails_leaves_no_queued_operation(
     cluster: Cluster, operator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from console.services import operations
+    from console.services.operations import start
 
-    monkeypatch.setattr(operations, "audit_record", _audit_fails)
+    monkeypatch.setattr(start, "audit_record", _audit_fails)
     with pytest.raises(AuditDown):
         operations.operation_start(cluster=cluster, kind="start", user=operator)
     assert not Operation.objects.exists()  # no orphan blocking the next start
@@ -92,9 +93,10 @@ def test_a_cancel_whose_audit_row_fails_is_not_applied(
     cluster: Cluster, operator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from console.services import operations
+    from console.services.operations import lifecycle
 
     op = operations.operation_start(cluster=cluster, kind="start", user=operator)
-    monkeypatch.setattr(operations, "audit_record", _audit_fails)
+    monkeypatch.setattr(lifecycle, "audit_record", _audit_fails)
     with pytest.raises(AuditDown):
         operations.operation_cancel(operation=op, user=operator)
     op.refresh_from_db()
@@ -105,9 +107,10 @@ def test_a_finish_whose_audit_row_fails_is_not_applied(
     cluster: Cluster, operator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from console.services import operations
+    from console.services.operations import lifecycle
 
     op = operations.operation_start(cluster=cluster, kind="start", user=operator)
-    monkeypatch.setattr(operations, "audit_record", _audit_fails)
+    monkeypatch.setattr(lifecycle, "audit_record", _audit_fails)
     with pytest.raises(AuditDown):
         operations.operation_terminate(op, OperationState.FAILED, error="x")
     op.refresh_from_db()
