@@ -1,6 +1,8 @@
 """Inventory: clusters and the Ascend nodes they run on, with their states, roles and colors.
 
-The engine profile a cluster serves is in console/models/profiles.py.
+The engine profile a cluster serves is in console/models/profiles.py; the states,
+roles, link modes and colors are in console/models/inventory_choices.py (re-exported
+here).
 """
 
 from __future__ import annotations
@@ -9,24 +11,39 @@ import ipaddress
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from console.models.profiles import EngineProfile
-from engine import links
-from engine.capabilities import SERVER_MODEL_LABELS, UNKNOWN_MODEL, capability
-
-name_validator = RegexValidator(
-    r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
-    _("Use lowercase letters, digits and hyphens (e.g. ascend-01)."),
+from console.models.inventory_choices import (
+    CLUSTER_STATE_COLORS,
+    NODE_STATE_COLORS,
+    SERVER_MODEL_CHOICES,
+    ClusterState,
+    LinkMode,
+    NodeRole,
+    NodeState,
+    name_validator,
 )
+from console.models.profiles import EngineProfile
+from engine.capabilities import UNKNOWN_MODEL, capability
 
-
-# Server models of engine/capabilities.py (key, label); detected and override share them.
-SERVER_MODEL_CHOICES = list(SERVER_MODEL_LABELS.items())
+# The vocabulary is re-exported: callers import it from here (console.models, gateway,
+# monitoring) as they did before it moved to inventory_choices.
+__all__ = [
+    "CLUSTER_STATE_COLORS",
+    "NODE_STATE_COLORS",
+    "SERVER_MODEL_CHOICES",
+    "Cluster",
+    "ClusterState",
+    "LinkMode",
+    "Node",
+    "NodeRole",
+    "NodeState",
+    "name_validator",
+]
 
 
 def _is_ip(value: str) -> bool:
@@ -35,59 +52,6 @@ def _is_ip(value: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-class LinkMode(models.TextChoices):
-    """engine.links.LinkMode with labels for forms and pages (the values are engine's)."""
-
-    HCCS = links.LinkMode.HCCS.value, _("HCCS")
-    ROCE = links.LinkMode.ROCE.value, _("RoCE")
-
-
-class ClusterState(models.TextChoices):
-    STOPPED = "stopped", _("Stopped")
-    STARTING = "starting", _("Starting")
-    RUNNING = "running", _("Running")
-    DEGRADED = "degraded", _("Degraded")
-    DRAINING = "draining", _("Draining")
-    STOPPING = "stopping", _("Stopping")
-    FAILED = "failed", _("Failed")
-
-
-CLUSTER_STATE_COLORS: dict[str, str] = {
-    ClusterState.STOPPED: "grey",
-    ClusterState.STARTING: "blue",
-    ClusterState.RUNNING: "green",
-    ClusterState.DEGRADED: "orange",
-    ClusterState.DRAINING: "blue",
-    ClusterState.STOPPING: "blue",
-    ClusterState.FAILED: "red",
-}
-
-
-class NodeRole(models.TextChoices):
-    HEAD = "head", _("Head (rank 0, API server)")
-    WORKER = "worker", _("Worker (headless rank)")
-    SPARE = "spare", _("Spare (idle, in no cluster)")
-
-
-class NodeState(models.TextChoices):
-    UNKNOWN = "unknown", _("Unknown")
-    READY = "ready", _("Ready")
-    RUNNING = "running", _("Running")
-    STALE = "stale", _("Stale")
-    UNREACHABLE = "unreachable", _("Unreachable")
-    OUT_OF_SERVICE = "out_of_service", _("Out of service")
-
-
-NODE_STATE_COLORS: dict[str, str] = {
-    NodeState.UNKNOWN: "grey",
-    NodeState.READY: "blue",
-    NodeState.RUNNING: "green",
-    NodeState.STALE: "orange",
-    NodeState.UNREACHABLE: "red",
-    NodeState.OUT_OF_SERVICE: "red",
-}
 
 
 class Cluster(models.Model):
@@ -350,6 +314,24 @@ class Node(models.Model):
         return self.state not in (NodeState.OUT_OF_SERVICE, NodeState.UNREACHABLE)
 
     def clean(self) -> None:
+        """Raises ValidationError keyed by field: the role's cluster and rank, a rank or
+        head another node holds, the NPU IPs, the ports and an override's reason."""
+        errors: dict[str, Any] = {}
+        # In this order: a later step's key replaces an earlier one's (a taken rank
+        # wins over a rank the role forbids).
+        for step in (
+            self._role_errors,
+            self._taken_errors,
+            self._npu_ips_errors,
+            self._port_errors,
+            self._override_errors,
+        ):
+            errors.update(step())
+        if errors:
+            raise ValidationError(errors)
+
+    def _role_errors(self) -> dict[str, Any]:
+        """A spare has no cluster and no rank; a member needs both, rank 0 for the head only."""
         errors: dict[str, Any] = {}
         if self.role == NodeRole.SPARE:
             if self.cluster_id is not None:
@@ -373,6 +355,11 @@ class Node(models.Model):
                 errors["rank"] = _(
                     "Rank 0 is the head; give this worker rank 1 or higher."
                 )
+        return errors
+
+    def _taken_errors(self) -> dict[str, Any]:
+        """The rank, or the head role, already held by another node of the cluster."""
+        errors: dict[str, Any] = {}
         if self.cluster_id is not None and self.rank is not None:
             clash = (
                 Node.objects.filter(cluster_id=self.cluster_id, rank=self.rank)
@@ -393,6 +380,11 @@ class Node(models.Model):
                 errors["role"] = _(
                     "{node} is already the head of this cluster; a cluster has exactly one head."
                 ).format(node=other.name)
+        return errors
+
+    def _npu_ips_errors(self) -> dict[str, Any]:
+        """A JSON list of IP addresses, one per NPU (or empty)."""
+        errors: dict[str, Any] = {}
         if not isinstance(self.npu_ips, list) or not all(
             isinstance(ip, str) for ip in self.npu_ips
         ):
@@ -407,14 +399,23 @@ class Node(models.Model):
             errors["npu_ips"] = _(
                 "{n} NPU IPs for {c} NPUs; list one IP per NPU."
             ).format(n=len(self.npu_ips), c=self.npu_count)
+        return errors
+
+    def _port_errors(self) -> dict[str, Any]:
+        """The RPC port differs from the API port."""
+        errors: dict[str, Any] = {}
         if self.api_port == self.rpc_port:
             errors["rpc_port"] = _(
                 "The RPC port must differ from the API port ({port})."
             ).format(port=self.api_port)
+        return errors
+
+    def _override_errors(self) -> dict[str, Any]:
+        """A server model override comes with its reason."""
+        errors: dict[str, Any] = {}
         if self.server_model_override and not self.server_model_override_reason.strip():
             errors["server_model_override_reason"] = _(
                 "Say why the detected server model is overridden (e.g. the SMBIOS "
                 "product name is blank on this server)."
             )
-        if errors:
-            raise ValidationError(errors)
+        return errors

@@ -210,6 +210,21 @@ class EngineProfile(models.Model):
         )
 
     def clean(self) -> None:
+        """Raises ValidationError keyed by field: the extra flags, the tuning options, the
+        extra environment, and the parallelism, quantization and parameter counts."""
+        errors: dict[str, Any] = {}
+        for step in (
+            self._extra_flags_errors,
+            self._tuning_errors,
+            self._extra_env_errors,
+            self._shape_errors,
+        ):
+            errors.update(step())
+        if errors:
+            raise ValidationError(errors)
+
+    def _extra_flags_errors(self) -> dict[str, Any]:
+        """A JSON list of strings whose first one is a --flag."""
         errors: dict[str, Any] = {}
         if not isinstance(self.extra_flags, list) or not all(
             isinstance(f, str) for f in self.extra_flags
@@ -221,6 +236,11 @@ class EngineProfile(models.Model):
             errors["extra_flags"] = _(
                 "The first extra flag must start with -- (got {flag!r})."
             ).format(flag=self.extra_flags[0])
+        return errors
+
+    def _tuning_errors(self) -> dict[str, Any]:
+        """A JSON list of option keys, each one this vLLM version and the flags allow."""
+        errors: dict[str, Any] = {}
         if not isinstance(self.tuning, list) or not all(
             isinstance(k, str) for k in self.tuning
         ):
@@ -235,6 +255,11 @@ class EngineProfile(models.Model):
             )
             if problems:
                 errors["tuning"] = problems
+        return errors
+
+    def _extra_env_errors(self) -> dict[str, Any]:
+        """A JSON object of identifier: string, none of them a link-mode variable."""
+        errors: dict[str, Any] = {}
         if not isinstance(self.extra_env, dict):
             errors["extra_env"] = _(
                 'Extra environment must be a JSON object of NAME: "value".'
@@ -254,6 +279,11 @@ class EngineProfile(models.Model):
                 errors["extra_env"] = _(
                     "{names} follow each node's link mode; remove them and set the node's link mode instead."
                 ).format(names=", ".join(pinned))
+        return errors
+
+    def _shape_errors(self) -> dict[str, Any]:
+        """PP 1 in the DP recipe, 16-bit weights unquantized, active <= total parameters."""
+        errors: dict[str, Any] = {}
         if self.mode == self.MultiNodeMode.DP and self.pipeline_parallel_size != 1:
             errors["pipeline_parallel_size"] = _(
                 "PP must be 1 in the DP recipe; choose the TP/PP mode for pipeline parallelism."
@@ -270,5 +300,4 @@ class EngineProfile(models.Model):
             errors["active_params_b"] = _(
                 "Active parameters ({a} B) cannot exceed total parameters ({t} B)."
             ).format(a=self.active_params_b, t=self.total_params_b)
-        if errors:
-            raise ValidationError(errors)
+        return errors
