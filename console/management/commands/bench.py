@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import getpass
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.management.commands.cluster import Command as ClusterCommand
 from console.models import BenchmarkRun, Cluster
-from console.models.operations import OperationKind, OperationState
+from console.models.operations import Operation, OperationKind, OperationState
 from console.services import benchmarks
 from console.services.operations import (
     OperationConflict,
@@ -17,6 +18,93 @@ from console.services.operations import (
     operation_start,
 )
 from engine import bench
+
+# Each sub-command (in --help order): its name, its help, and its arguments as
+# (name or flag, argparse keywords), in the order --help lists them.
+Options = tuple[tuple[str, dict[str, Any]], ...]
+SUBCOMMANDS: tuple[tuple[str, str, Options], ...] = (
+    (
+        "run",
+        "run vllm bench serve on CLUSTER's head, one point per concurrency (or rate)",
+        (
+            ("cluster", {}),
+            ("--concurrency", {"help": "max concurrency, or a sweep: 1,8,32"}),
+            ("--request-rate", {"help": "requests/s, or a sweep: 1,2,4 (default inf)"}),
+            (
+                "--input-len",
+                {"type": int, "help": "prompt tokens (default: the profile target's)"},
+            ),
+            (
+                "--output-len",
+                {"type": int, "help": "output tokens (default: the profile target's)"},
+            ),
+            (
+                "--num-prompts",
+                {
+                    "type": int,
+                    "help": "per point (default 5 × concurrency, 10 at least)",
+                },
+            ),
+            (
+                "--burstiness",
+                {"type": float, "help": "with a finite rate: <1 burstier, >1 steadier"},
+            ),
+            (
+                "--goodput",
+                {
+                    "nargs": "+",
+                    "metavar": "KEY:MS",
+                    "help": "SLOs, e.g. ttft:800 tpot:50",
+                },
+            ),
+            (
+                "--target",
+                {
+                    "choices": ["head", "gateway"],
+                    "default": "head",
+                    "help": "head: straight to the engine; gateway: through the console (BENCH_GATEWAY_URL)",
+                },
+            ),
+            ("--label", {"default": ""}),
+            ("--seed", {"type": int}),
+            ("--reason", {"default": ""}),
+            ("--no-wait", {"action": "store_true", "help": "queue it and return"}),
+            (
+                "--json",
+                {"action": "store_true", "help": "print the stored results as JSON"},
+            ),
+        ),
+    ),
+    (
+        "import",
+        "import FILE (vllm bench serve --save-result)",
+        (
+            ("file", {}),
+            ("--cluster", {"help": "the cluster the run was against"}),
+            ("--label", {"default": ""}),
+        ),
+    ),
+    (
+        "list",
+        "results newest first",
+        (("--cluster", {}), ("--json", {"action": "store_true"})),
+    ),
+    (
+        "show",
+        "one result",
+        (("id", {"type": int}), ("--json", {"action": "store_true"})),
+    ),
+    (
+        "compare",
+        "compare run B against base run A",
+        (
+            ("a", {"type": int}),
+            ("b", {"type": int}),
+            ("--json", {"action": "store_true"}),
+        ),
+    ),
+    ("baseline", "make a run its cluster's baseline", (("id", {"type": int}),)),
+)
 
 
 class Command(BaseCommand):
@@ -29,69 +117,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
-        run = sub.add_parser(
-            "run",
-            help="run vllm bench serve on CLUSTER's head, one point per concurrency (or rate)",
-        )
-        run.add_argument("cluster")
-        run.add_argument("--concurrency", help="max concurrency, or a sweep: 1,8,32")
-        run.add_argument(
-            "--request-rate", help="requests/s, or a sweep: 1,2,4 (default inf)"
-        )
-        run.add_argument(
-            "--input-len",
-            type=int,
-            help="prompt tokens (default: the profile target's)",
-        )
-        run.add_argument(
-            "--output-len",
-            type=int,
-            help="output tokens (default: the profile target's)",
-        )
-        run.add_argument(
-            "--num-prompts",
-            type=int,
-            help="per point (default 5 × concurrency, 10 at least)",
-        )
-        run.add_argument(
-            "--burstiness",
-            type=float,
-            help="with a finite rate: <1 burstier, >1 steadier",
-        )
-        run.add_argument(
-            "--goodput", nargs="+", metavar="KEY:MS", help="SLOs, e.g. ttft:800 tpot:50"
-        )
-        run.add_argument(
-            "--target",
-            choices=["head", "gateway"],
-            default="head",
-            help="head: straight to the engine; gateway: through the console (BENCH_GATEWAY_URL)",
-        )
-        run.add_argument("--label", default="")
-        run.add_argument("--seed", type=int)
-        run.add_argument("--reason", default="")
-        run.add_argument("--no-wait", action="store_true", help="queue it and return")
-        run.add_argument(
-            "--json", action="store_true", help="print the stored results as JSON"
-        )
-        imp = sub.add_parser(
-            "import", help="import FILE (vllm bench serve --save-result)"
-        )
-        imp.add_argument("file")
-        imp.add_argument("--cluster", help="the cluster the run was against")
-        imp.add_argument("--label", default="")
-        lst = sub.add_parser("list", help="results newest first")
-        lst.add_argument("--cluster")
-        lst.add_argument("--json", action="store_true")
-        show = sub.add_parser("show", help="one result")
-        show.add_argument("id", type=int)
-        show.add_argument("--json", action="store_true")
-        cmp_ = sub.add_parser("compare", help="compare run B against base run A")
-        cmp_.add_argument("a", type=int)
-        cmp_.add_argument("b", type=int)
-        cmp_.add_argument("--json", action="store_true")
-        base = sub.add_parser("baseline", help="make a run its cluster's baseline")
-        base.add_argument("id", type=int)
+        for action, help_, options in SUBCOMMANDS:
+            command = sub.add_parser(action, help=help_)
+            for name, keywords in options:
+                command.add_argument(name, **keywords)
 
     def handle(self, *args: Any, **options: Any) -> None:
         getattr(self, "do_" + options["action"])(options)
@@ -105,39 +134,8 @@ class Command(BaseCommand):
             ) from None
 
     def do_run(self, options: dict[str, Any]) -> None:
-        cluster = Cluster.objects.filter(name=options["cluster"]).first()
-        if cluster is None:
-            names = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
-            raise CommandError(
-                f"cluster {options['cluster']!r} does not exist; known clusters: {names}"
-            )
-        request = {
-            "concurrency": options["concurrency"],
-            "request_rate": options["request_rate"],
-            "input_len": options["input_len"],
-            "output_len": options["output_len"],
-            "num_prompts": options["num_prompts"],
-            "burstiness": options["burstiness"],
-            "goodput": " ".join(options["goodput"] or []),
-            "label": options["label"],
-            "seed": options["seed"],
-            "target": options["target"],
-        }
-        try:
-            op = operation_start(
-                cluster=cluster,
-                kind=OperationKind.BENCHMARK,
-                reason=options["reason"],
-                source="cli",
-                params={
-                    "bench": {k: v for k, v in request.items() if v not in (None, "")}
-                },
-                actor=f"cli:{getpass.getuser()}",
-            )
-        except OperationRefused as exc:
-            raise CommandError(f"--{exc.field.replace('_', '-')}: {exc}") from None
-        except OperationConflict as exc:
-            raise CommandError(str(exc)) from None
+        cluster = self._cluster(options["cluster"])
+        op = self._start(cluster, options)
         self.stdout.write(f"Operation #{op.pk}: benchmark {cluster.name} queued")
         if options["no_wait"]:
             return
@@ -154,18 +152,62 @@ class Command(BaseCommand):
                 )
             )
         else:
-            for run in runs:
-                data = benchmarks.run_to_dict(run, full=True)
-                figures = {k: data[k] for k in (*bench.REQUIRED, *bench.OPTIONAL_NUM)}
-                self.stdout.write(f"\nbenchmark #{run.pk}")
-                self.stdout.write(
-                    bench.format_table(
-                        figures, run.latency_ms, max_concurrency=run.max_concurrency
-                    )
-                )
-                self.write_verdict(run, data["verdict"])
+            self._write_runs(runs)
         if final.state != OperationState.SUCCEEDED:
             raise CommandError(f"operation #{op.pk} {final.state}: {final.error}")
+
+    def _cluster(self, name: str) -> Cluster:
+        """The cluster called ``name``; CommandError naming the known ones."""
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            names = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
+            raise CommandError(
+                f"cluster {name!r} does not exist; known clusters: {names}"
+            )
+        return cluster
+
+    def _start(self, cluster: Cluster, options: dict[str, Any]) -> Operation:
+        """Queue the benchmark operation; CommandError naming the option at fault."""
+        request = {
+            "concurrency": options["concurrency"],
+            "request_rate": options["request_rate"],
+            "input_len": options["input_len"],
+            "output_len": options["output_len"],
+            "num_prompts": options["num_prompts"],
+            "burstiness": options["burstiness"],
+            "goodput": " ".join(options["goodput"] or []),
+            "label": options["label"],
+            "seed": options["seed"],
+            "target": options["target"],
+        }
+        try:
+            return operation_start(
+                cluster=cluster,
+                kind=OperationKind.BENCHMARK,
+                reason=options["reason"],
+                source="cli",
+                params={
+                    "bench": {k: v for k, v in request.items() if v not in (None, "")}
+                },
+                actor=f"cli:{getpass.getuser()}",
+            )
+        except OperationRefused as exc:
+            raise CommandError(f"--{exc.field.replace('_', '-')}: {exc}") from None
+        except OperationConflict as exc:
+            raise CommandError(str(exc)) from None
+
+    def _write_runs(self, runs: Iterable[BenchmarkRun]) -> None:
+        """Each run of the sweep: its vllm-style table, then its verdict."""
+        for run in runs:
+            data = benchmarks.run_to_dict(run, full=True)
+            figures = {k: data[k] for k in (*bench.REQUIRED, *bench.OPTIONAL_NUM)}
+            self.stdout.write(f"\nbenchmark #{run.pk}")
+            self.stdout.write(
+                bench.format_table(
+                    figures, run.latency_ms, max_concurrency=run.max_concurrency
+                )
+            )
+            self.write_verdict(run, data["verdict"])
 
     def do_import(self, options: dict[str, Any]) -> None:
         path = Path(options["file"])

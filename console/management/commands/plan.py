@@ -10,7 +10,7 @@ from console.models import Cluster
 from console.services.plans import cluster_plan
 from engine.drivers.base import EngineSpec
 from engine.drivers.container import CLUSTER_KEY, render_container_unit, run_argv
-from engine.plans import PlanError
+from engine.plans import ClusterPlan, NodePlan, PlanError
 from engine.render import render_shell, render_systemd_unit
 
 UNIT_ENV_DIR = "/etc/vllm"
@@ -51,33 +51,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            cluster = Cluster.objects.select_related("profile").get(
-                name=options["cluster"]
-            )
-        except Cluster.DoesNotExist:
-            names = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
-            raise CommandError(
-                f"cluster {options['cluster']!r} does not exist; known clusters: {names}"
-            ) from None
-        try:
-            plan = cluster_plan(cluster)
-        except PlanError as exc:
-            lines = [
-                f"  {field}: {msg}"
-                for field, msgs in exc.errors.items()
-                for msg in msgs
-            ]
-            raise CommandError(
-                f"the plan for {cluster.name} cannot work:\n" + "\n".join(lines)
-            ) from None
-        nodes = plan.nodes
-        if options["node"]:
-            nodes = [n for n in nodes if n.name == options["node"]]
-            if not nodes:
-                raise CommandError(
-                    f"node {options['node']!r} is not a member of {cluster.name}; members: {', '.join(n.name for n in plan.nodes)}"
-                )
+        cluster = self._cluster(options["cluster"])
+        plan = self._plan(cluster)
+        nodes = self._nodes(plan, cluster, options["node"])
         # container-driver ranks: the docker run argv and the unit that runs it
         containers = {
             n.name: EngineSpec(n.name, n.rank, n.role, n.argv, n.env, "")
@@ -91,34 +67,86 @@ class Command(BaseCommand):
             for n in nodes
         }
         if options["json"]:
-            data = {
-                "cluster": plan.cluster,
-                "vllm_version": plan.vllm_version,
-                "nodes": [
-                    {
-                        **n.to_dict(),
-                        "systemd_unit": units[n.name],
-                        **(
-                            {
-                                "container_argv": run_argv(
-                                    containers[n.name], detach=False
-                                )
-                            }
-                            if n.name in containers
-                            else {}
-                        ),
-                    }
-                    for n in nodes
-                ],
-                "fit": plan.fit.to_dict(),
-                "warnings": list(plan.warnings),
-            }
-            self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
+            self._write_json(plan, nodes, containers, units)
             return
         if options["shell"]:
             for n in nodes:
                 self.stdout.write(render_shell(n))
             return
+        self._write_summary(plan, nodes, containers)
+
+    def _cluster(self, name: str) -> Cluster:
+        """The cluster and its profile; CommandError naming the known ones."""
+        try:
+            return Cluster.objects.select_related("profile").get(name=name)
+        except Cluster.DoesNotExist:
+            names = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
+            raise CommandError(
+                f"cluster {name!r} does not exist; known clusters: {names}"
+            ) from None
+
+    def _plan(self, cluster: Cluster) -> ClusterPlan:
+        """The cluster's plan; CommandError listing each field's problems."""
+        try:
+            return cluster_plan(cluster)
+        except PlanError as exc:
+            lines = [
+                f"  {field}: {msg}"
+                for field, msgs in exc.errors.items()
+                for msg in msgs
+            ]
+            raise CommandError(
+                f"the plan for {cluster.name} cannot work:\n" + "\n".join(lines)
+            ) from None
+
+    def _nodes(
+        self, plan: ClusterPlan, cluster: Cluster, node: str | None
+    ) -> list[NodePlan]:
+        """The plan's nodes, or only ``node``; CommandError naming the members."""
+        nodes = plan.nodes
+        if node:
+            nodes = [n for n in nodes if n.name == node]
+            if not nodes:
+                raise CommandError(
+                    f"node {node!r} is not a member of {cluster.name}; members: {', '.join(n.name for n in plan.nodes)}"
+                )
+        return nodes
+
+    def _write_json(
+        self,
+        plan: ClusterPlan,
+        nodes: list[NodePlan],
+        containers: dict[str, EngineSpec],
+        units: dict[str, str],
+    ) -> None:
+        """The plan as one JSON document (the shape the command's help names)."""
+        data = {
+            "cluster": plan.cluster,
+            "vllm_version": plan.vllm_version,
+            "nodes": [
+                {
+                    **n.to_dict(),
+                    "systemd_unit": units[n.name],
+                    **(
+                        {"container_argv": run_argv(containers[n.name], detach=False)}
+                        if n.name in containers
+                        else {}
+                    ),
+                }
+                for n in nodes
+            ],
+            "fit": plan.fit.to_dict(),
+            "warnings": list(plan.warnings),
+        }
+        self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
+
+    def _write_summary(
+        self,
+        plan: ClusterPlan,
+        nodes: list[NodePlan],
+        containers: dict[str, EngineSpec],
+    ) -> None:
+        """Per rank in start order: its env and argv (or docker run), then the HBM fit."""
         self.stdout.write(
             f"Cluster {plan.cluster} · vLLM {plan.vllm_version} · start in this order, stop in reverse\n"
         )
