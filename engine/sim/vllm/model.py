@@ -200,9 +200,27 @@ class EngineCore:
 
         Token timestamps and finish times are ``now + duration``.
         """
-        p = self.params
         res = StepResult(seconds=0.0)
-        # admission: FCFS while a sequence slot and KV blocks for the prompt are free
+        self._admit(now, res)
+        self._preempt_for_kv(res)
+        decoders = self._prefill(res)
+        res.decode_seqs = sum(
+            1 for r in decoders if r.generated > 0 or r.first_token_at is not None
+        )
+        res.seconds = step_seconds(
+            self.params,
+            prefill_tokens=res.prefill_tokens,
+            decode_seqs=res.decode_seqs,
+            link_mode=link_mode,
+            hccs_loss_pct=hccs_loss_pct,
+        )
+        self._decode(decoders, now + res.seconds, res)
+        self._retire_finished(res)
+        return res
+
+    def _admit(self, now: float, res: StepResult) -> None:
+        """Admission: FCFS while a sequence slot and KV blocks for the prompt are free."""
+        p = self.params
         while self.waiting and len(self.running) < p.max_num_seqs:
             req = self.waiting[0]
             need = self._blocks(req.target_len + 1)
@@ -219,7 +237,10 @@ class EngineCore:
                 req.scheduled_at = now
             self.running.append(req)
             res.admitted.append(req.request_id)
-        # KV pressure: each decode grows a sequence; preempt the newest until it fits
+
+    def _preempt_for_kv(self, res: StepResult) -> None:
+        """KV pressure: each decode grows a sequence; preempt the newest until it fits."""
+        p = self.params
         while self.running:
             need = sum(
                 self._blocks(max(r.target_len, r.num_computed) + 1)
@@ -233,8 +254,10 @@ class EngineCore:
             self.num_preemptions += 1
             self.waiting.appendleft(victim)
             res.preempted.append(victim.request_id)
-        # prefill (chunked, within the token budget), then decode for the rest
-        budget = p.max_num_batched_tokens
+
+    def _prefill(self, res: StepResult) -> list[SimRequest]:
+        """Prefill (chunked, within the token budget); return the requests that decode."""
+        budget = self.params.max_num_batched_tokens
         decoders: list[SimRequest] = []
         for req in self.running:
             missing = req.target_len - req.num_computed
@@ -247,17 +270,10 @@ class EngineCore:
                     decoders.append(req)  # the last prefill chunk samples a token too
             else:
                 decoders.append(req)
-        res.decode_seqs = sum(
-            1 for r in decoders if r.generated > 0 or r.first_token_at is not None
-        )
-        res.seconds = step_seconds(
-            p,
-            prefill_tokens=res.prefill_tokens,
-            decode_seqs=res.decode_seqs,
-            link_mode=link_mode,
-            hccs_loss_pct=hccs_loss_pct,
-        )
-        end = now + res.seconds
+        return decoders
+
+    def _decode(self, decoders: list[SimRequest], end: float, res: StepResult) -> None:
+        """Give every decoder one token stamped ``end``; mark the ones that are done."""
         for req in decoders:
             req.generated += 1
             req.num_computed = req.target_len  # the new token's KV is written next step
@@ -268,7 +284,9 @@ class EngineCore:
             if req.done:
                 req.finished_at = end
                 res.finished.append(req.request_id)
+
+    def _retire_finished(self, res: StepResult) -> None:
+        """Drop the requests that finished this step from the engine."""
         for rid in res.finished:
             req = self.requests.pop(rid)
             self.running.remove(req)
-        return res
