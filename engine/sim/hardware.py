@@ -166,17 +166,7 @@ def advance_counters(
     for npu in range(cfg.npu_count):
         links = hccs_links(counters, npu)
         if on_hccs and load > 0 and dt > 0:
-            for i in range(HCCS_LINKS):
-                # small per-link skew so links do not look identical
-                pkts = int(
-                    round(HCCS_LINK_PPS * load * dt * (1.0 + 0.01 * ((npu + i) % 5)))
-                )
-                links.tx[i] += pkts
-                links.rx[i] += pkts - pkts // 1000
-                lost = int(round(pkts * loss))
-                crc = int(round(lost * CRC_SHARE))
-                links.crc[i] += crc
-                links.retry[i] += lost - crc
+            _add_hccs_traffic(links, npu, load=load, dt=dt, loss=loss)
         out["hccs"][str(npu)] = {
             "tx": links.tx,
             "rx": links.rx,
@@ -186,24 +176,44 @@ def advance_counters(
 
         stats = roce_stats(counters, npu)
         if not faults.roce_down and load > 0 and dt > 0:
-            pps = ROCE_INTER_PPS + (0.0 if on_hccs else ROCE_INTRA_PPS)
-            pkts = int(round(pps * load * dt))
-            octs = pkts * ROCE_PACKET_BYTES
-            for side in ("tx", "rx"):
-                stats[f"roce_{side}_rc_pkt_num"] += pkts
-                stats[f"roce_{side}_all_pkt_num"] += pkts
-                stats[f"mac_{side}_total_pkt_num"] += (
-                    pkts + 2
-                )  # + LLDP/ARP housekeeping
-                stats[f"mac_{side}_total_oct_num"] += octs + 128
-            stats["roce_cqe_num"] += pkts // 16
-            ctrl = max(1, int(round(10 * dt)))  # management traffic through the NIC
-            stats["nic_tx_all_pkg_num"] += ctrl
-            stats["nic_tx_all_oct_num"] += ctrl * 138
-            stats["nic_rx_all_pkg_num"] += ctrl
-            stats["nic_rx_all_oct_num"] += ctrl * 75
+            _add_roce_traffic(stats, load=load, dt=dt, on_hccs=on_hccs)
         out["roce"][str(npu)] = stats
     return copy.deepcopy(out)
+
+
+def _add_hccs_traffic(
+    links: HccsLinks, npu: int, *, load: float, dt: float, loss: float
+) -> None:
+    """Grow ``npu``'s HCCS tx/rx by ``dt`` s at ``load``; ``loss`` (0..1) of it retried/CRC."""
+    for i in range(HCCS_LINKS):
+        # small per-link skew so links do not look identical
+        pkts = int(round(HCCS_LINK_PPS * load * dt * (1.0 + 0.01 * ((npu + i) % 5))))
+        links.tx[i] += pkts
+        links.rx[i] += pkts - pkts // 1000
+        lost = int(round(pkts * loss))
+        crc = int(round(lost * CRC_SHARE))
+        links.crc[i] += crc
+        links.retry[i] += lost - crc
+
+
+def _add_roce_traffic(
+    stats: dict[str, int], *, load: float, dt: float, on_hccs: bool
+) -> None:
+    """Grow one NPU's RoCE/MAC/NIC counters by ``dt`` s at ``load`` (more without HCCS)."""
+    pps = ROCE_INTER_PPS + (0.0 if on_hccs else ROCE_INTRA_PPS)
+    pkts = int(round(pps * load * dt))
+    octs = pkts * ROCE_PACKET_BYTES
+    for side in ("tx", "rx"):
+        stats[f"roce_{side}_rc_pkt_num"] += pkts
+        stats[f"roce_{side}_all_pkt_num"] += pkts
+        stats[f"mac_{side}_total_pkt_num"] += pkts + 2  # + LLDP/ARP housekeeping
+        stats[f"mac_{side}_total_oct_num"] += octs + 128
+    stats["roce_cqe_num"] += pkts // 16
+    ctrl = max(1, int(round(10 * dt)))  # management traffic through the NIC
+    stats["nic_tx_all_pkg_num"] += ctrl
+    stats["nic_tx_all_oct_num"] += ctrl * 138
+    stats["nic_rx_all_pkg_num"] += ctrl
+    stats["nic_rx_all_oct_num"] += ctrl * 75
 
 
 # ---------------------------------------------------------------- chip readings
