@@ -1,13 +1,9 @@
-"""Parse vLLM's Prometheus ``/metrics`` and derive windowed figures from two scrapes.
-
-vLLM (V1 engine, 0.23 / 0.33) labels every engine series with ``model_name`` and
-``engine`` (the DP rank); counters carry ``_total``; latency histograms use the
-bucket bounds of ``vllm/v1/metrics/buckets.py`` (reference/vllm-facts.md §1).
+"""Figures over the window between two scrapes of vLLM's ``/metrics``.
 
 Percentiles come from the *difference* of two consecutive scrapes' cumulative
-buckets, interpolated the way PromQL's ``histogram_quantile`` does, so p99 over
-the last window means the last window and not the process lifetime. A counter or
-histogram that went down was reset (engine restart): the new value is the delta.
+buckets, interpolated the way PromQL's ``histogram_quantile`` does; counters are
+differenced the same way, and a decrease is a reset. Separate from ``exposition``
+because it works on snapshots, never on text.
 """
 
 from __future__ import annotations
@@ -16,98 +12,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from engine.parsers.vllm_metrics.exposition import EngineSnapshot, Histogram
 
-from engine.parsers import ParseError
-
-# Exposed sample name → our key. Older names (hidden since 0.10/0.11, removed in 0.12)
-# are accepted as aliases so an old engine still charts.
-GAUGES = {
-    "vllm:num_requests_running": "running",
-    "vllm:num_requests_waiting": "waiting",
-    "vllm:kv_cache_usage_perc": "kv_cache_usage",
-    "vllm:gpu_cache_usage_perc": "kv_cache_usage",
-}
-COUNTERS = {
-    "vllm:prompt_tokens_total": "prompt_tokens",
-    "vllm:generation_tokens_total": "generation_tokens",
-    "vllm:prefix_cache_queries_total": "prefix_cache_queries",
-    "vllm:prefix_cache_hits_total": "prefix_cache_hits",
-    "vllm:gpu_prefix_cache_queries_total": "prefix_cache_queries",
-    "vllm:gpu_prefix_cache_hits_total": "prefix_cache_hits",
-    "vllm:num_preemptions_total": "num_preemptions",
-}
-HISTOGRAMS = {
-    "vllm:time_to_first_token_seconds": "ttft",
-    "vllm:inter_token_latency_seconds": "itl",
-    "vllm:time_per_output_token_seconds": "itl",
-    "vllm:e2e_request_latency_seconds": "e2e",
-}
-SUCCESS = "vllm:request_success_total"
 QUANTILES = (0.5, 0.95, 0.99)
 CLUSTER = "all"  # key of the whole-cluster window in derive()
-
-
-@dataclass
-class Histogram:
-    """Cumulative buckets of one histogram series: ``bounds[i]`` is ``le`` (last is +Inf)."""
-
-    bounds: list[float]
-    cumulative: list[float]
-    count: float
-    sum: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "bounds": [b if math.isfinite(b) else "+Inf" for b in self.bounds],
-            "cumulative": self.cumulative,
-            "count": self.count,
-            "sum": self.sum,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Histogram:
-        return cls(
-            [float(b) for b in data["bounds"]],
-            [float(c) for c in data["cumulative"]],
-            float(data["count"]),
-            float(data["sum"]),
-        )
-
-
-@dataclass
-class EngineSnapshot:
-    """The values one engine (DP rank) exposed in one scrape."""
-
-    engine: str
-    model_name: str
-    gauges: dict[str, float] = field(default_factory=dict)
-    counters: dict[str, float] = field(default_factory=dict)
-    success: dict[str, float] = field(default_factory=dict)  # finished_reason → total
-    histograms: dict[str, Histogram] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "model_name": self.model_name,
-            "gauges": self.gauges,
-            "counters": self.counters,
-            "success": self.success,
-            "histograms": {k: h.to_dict() for k, h in self.histograms.items()},
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EngineSnapshot:
-        return cls(
-            engine=str(data["engine"]),
-            model_name=str(data["model_name"]),
-            gauges={k: float(v) for k, v in data["gauges"].items()},
-            counters={k: float(v) for k, v in data["counters"].items()},
-            success={k: float(v) for k, v in data["success"].items()},
-            histograms={
-                k: Histogram.from_dict(h) for k, h in data["histograms"].items()
-            },
-        )
 
 
 @dataclass
@@ -144,90 +52,6 @@ class EngineWindow:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _float(value: Any, where: str, text: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ParseError(f"{where}: {value!r} is not a number", raw=text) from None
-
-
-def parse_exposition(text: str) -> dict[str, EngineSnapshot]:
-    """Parse a ``/metrics`` body into one snapshot per ``engine`` label value.
-
-    Raises ParseError when the text is not Prometheus exposition format, or when it
-    carries no ``vllm:`` series at all (the engine runs with ``--disable-log-stats``
-    or the URL is not a vLLM server).
-    """
-    if not text or not text.strip():
-        raise ParseError("empty /metrics response", raw=text)
-    engines: dict[str, EngineSnapshot] = {}
-    buckets: dict[tuple[str, str], dict[float, float]] = {}
-    hist_totals: dict[tuple[str, str], dict[str, float]] = {}
-    seen_vllm = False
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, IndexError, TypeError) as exc:
-        raise ParseError(f"not Prometheus text format: {exc}", raw=text) from None
-    for family in families:
-        for sample in family.samples:
-            name = sample.name
-            if not name.startswith("vllm:"):
-                continue
-            seen_vllm = True
-            labels = sample.labels
-            engine_label = labels.get(
-                "engine", "0"
-            )  # docs examples before the engine label: one engine
-            snap = engines.get(engine_label)
-            if snap is None:
-                snap = engines[engine_label] = EngineSnapshot(
-                    engine=engine_label, model_name=labels.get("model_name", "")
-                )
-            value = _float(sample.value, name, text)
-            if name in GAUGES:
-                snap.gauges[GAUGES[name]] = value
-            elif name in COUNTERS:
-                snap.counters[COUNTERS[name]] = value
-            elif name == SUCCESS:
-                reason = labels.get("finished_reason", "unknown")
-                snap.success[reason] = value
-            else:
-                base, _, suffix = name.rpartition("_")
-                key = HISTOGRAMS.get(base)
-                if key is None:
-                    continue
-                if suffix == "bucket":
-                    le = labels.get("le")
-                    if le is None:
-                        raise ParseError(f"{name} without an le label", raw=text)
-                    buckets.setdefault((engine_label, key), {})[
-                        _float(le, f"{name} le", text)
-                    ] = value
-                elif suffix in ("count", "sum"):
-                    hist_totals.setdefault((engine_label, key), {})[suffix] = value
-    if not seen_vllm:
-        raise ParseError(
-            "no vllm:* series in /metrics; is the engine running with --disable-log-stats?",
-            raw=text[:4000],
-        )
-    for (engine_label, key), by_le in buckets.items():
-        bounds = sorted(by_le)
-        cumulative = [by_le[b] for b in bounds]
-        if any(b > a for a, b in zip(cumulative[1:], cumulative, strict=False)):
-            raise ParseError(
-                f"histogram {key} of engine {engine_label} has decreasing cumulative buckets",
-                raw=text[:4000],
-            )
-        totals = hist_totals.get((engine_label, key), {})
-        engines[engine_label].histograms[key] = Histogram(
-            bounds,
-            cumulative,
-            totals.get("count", cumulative[-1]),
-            totals.get("sum", 0.0),
-        )
-    return engines
 
 
 def histogram_quantile(
