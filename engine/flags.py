@@ -296,56 +296,87 @@ def check_argv(argv: list[str], version: str) -> list[FlagProblem]:
         if not _looks_like_flag(token):
             positionals.append(token)
             continue
-        flag, has_inline, inline = token.partition("=")
-        if not flag.startswith("--"):
-            problems.append(
-                FlagProblem(flag, f"{flag}: write the long --form of this option")
-            )
-            if not has_inline and i < len(argv) and not _looks_like_flag(argv[i]):
-                i += 1  # its value, so it is not reported as a stray positional
-            continue
-        info, negated = _lookup(flag, table)
-        if info is None and _json_key(flag, table) is not None:
-            # one key of a JSON flag; vLLM merges the keys, so repeats are fine
-            if not has_inline and i < len(argv) and not _looks_like_flag(argv[i]):
-                i += 1
-            continue
-        if info is None:
-            problems.append(FlagProblem(flag, _unknown_message(flag, version, table)))
-            if not has_inline and i < len(argv) and not _looks_like_flag(argv[i]):
-                i += 1
-            continue
-        if info.name in seen:
-            problems.append(
-                FlagProblem(flag, f"{flag} is given more than once; keep one")
-            )
-        seen.add(info.name)
-        if negated or info.value_type == "bool-flag":
-            if has_inline:
-                problems.append(
-                    FlagProblem(
-                        flag, f"{flag} is a switch and takes no value; drop '={inline}'"
-                    )
-                )
-            continue
-        values: list[str] = []
+        i = _check_flag(token, argv, i, version, table, seen, problems)
+    problems += _positional_problems(positionals)
+    return problems
+
+
+def _check_flag(
+    token: str,
+    argv: list[str],
+    i: int,
+    version: str,
+    table: dict[str, FlagInfo],
+    seen: set[str],
+    problems: list[FlagProblem],
+) -> int:
+    """Check the flag ``token`` whose values start at ``argv[i]``; add its problems and
+    the flag to ``seen``. Returns the index after the values it took."""
+    flag, has_inline, inline = token.partition("=")
+    if not flag.startswith("--"):
+        problems.append(
+            FlagProblem(flag, f"{flag}: write the long --form of this option")
+        )
+        # its value, so it is not reported as a stray positional
+        return _skip_value(argv, i, has_inline)
+    info, negated = _lookup(flag, table)
+    if info is None and _json_key(flag, table) is not None:
+        # one key of a JSON flag; vLLM merges the keys, so repeats are fine
+        return _skip_value(argv, i, has_inline)
+    if info is None:
+        problems.append(FlagProblem(flag, _unknown_message(flag, version, table)))
+        return _skip_value(argv, i, has_inline)
+    if info.name in seen:
+        problems.append(FlagProblem(flag, f"{flag} is given more than once; keep one"))
+    seen.add(info.name)
+    if negated or info.value_type == "bool-flag":
         if has_inline:
-            values.append(inline)
-        while (
-            i < len(argv)
-            and not _looks_like_flag(argv[i])
-            and (not values or info.multiple)
-        ):
-            values.append(argv[i])
-            i += 1
-        if not values:
-            if not info.optional_value:
-                problems.append(FlagProblem(flag, f"{flag} needs a value"))
-            continue
-        for value in values:
-            problem = _value_problem(info, value)
-            if problem is not None:
-                problems.append(FlagProblem(flag, problem))
+            problems.append(
+                FlagProblem(
+                    flag, f"{flag} is a switch and takes no value; drop '={inline}'"
+                )
+            )
+        return i
+    values, i = _take_values(info, argv, i, has_inline, inline)
+    if not values:
+        if not info.optional_value:
+            problems.append(FlagProblem(flag, f"{flag} needs a value"))
+        return i
+    for value in values:
+        problem = _value_problem(info, value)
+        if problem is not None:
+            problems.append(FlagProblem(flag, problem))
+    return i
+
+
+def _skip_value(argv: list[str], i: int, has_inline: str) -> int:
+    """The index after a flag we do not check: past its one value, if it has one."""
+    if not has_inline and i < len(argv) and not _looks_like_flag(argv[i]):
+        i += 1
+    return i
+
+
+def _take_values(
+    info: FlagInfo, argv: list[str], i: int, has_inline: str, inline: str
+) -> tuple[list[str], int]:
+    """The values a flag takes (the inline one, then one or, if multiple, every
+    non-flag token) and the index after them."""
+    values: list[str] = []
+    if has_inline:
+        values.append(inline)
+    while (
+        i < len(argv)
+        and not _looks_like_flag(argv[i])
+        and (not values or info.multiple)
+    ):
+        values.append(argv[i])
+        i += 1
+    return values, i
+
+
+def _positional_problems(positionals: list[str]) -> list[FlagProblem]:
+    """The model missing, or a positional argument after it."""
+    problems: list[FlagProblem] = []
     if not positionals:
         problems.append(
             FlagProblem(

@@ -141,32 +141,53 @@ def verify_link_switch(
     }
     unsupported = any(s.get("hccs_unsupported") for s in (*before, *after))
     if base is None or now is None:
-        bw = evidence["hccs_bw_gbps_after"]
-        if (
-            bw is not None and bw > MIN_BW_GBPS
-        ):  # hccs-bw alone can still show a failure
-            return LinkVerdict(
-                NOT_SWITCHED,
-                f"HCCS still carries {bw:.2f} GB/s after the change (npu-smi info -t "
-                "hccs-bw); the per-link packet counters were not available.",
-                evidence,
-            )
-        why = (
-            "npu-smi info -t hccs is unsupported on this node (driver or chip)"
-            if unsupported
-            else "the node's HCCS counters are empty or the links differ between samples"
-        )
+        return _without_packet_counters(unsupported, evidence)
+    peer_rates = _peer_rates(peers_after)
+    evidence["peer_pps_after"] = peer_rates
+    idle = _idle_verdict(base, now, peer_rates, evidence)
+    if idle is not None:
+        return idle
+    return _share_verdict(base, now, evidence)
+
+
+def _without_packet_counters(
+    unsupported: bool, evidence: dict[str, Any]
+) -> LinkVerdict:
+    """No HCCS packet rate: hccs-bw may still show a failure, else cannot verify."""
+    bw = evidence["hccs_bw_gbps_after"]
+    if bw is not None and bw > MIN_BW_GBPS:  # hccs-bw alone can still show a failure
         return LinkVerdict(
-            CANNOT_VERIFY,
-            f"Cannot verify the switch: {why}. This is not a pass; take the next remedy "
-            "or escalate.",
+            NOT_SWITCHED,
+            f"HCCS still carries {bw:.2f} GB/s after the change (npu-smi info -t "
+            "hccs-bw); the per-link packet counters were not available.",
             evidence,
         )
+    why = (
+        "npu-smi info -t hccs is unsupported on this node (driver or chip)"
+        if unsupported
+        else "the node's HCCS counters are empty or the links differ between samples"
+    )
+    return LinkVerdict(
+        CANNOT_VERIFY,
+        f"Cannot verify the switch: {why}. This is not a pass; take the next remedy "
+        "or escalate.",
+        evidence,
+    )
+
+
+def _peer_rates(peers_after: list[Window]) -> list[float]:
+    """Each peer's HCCS plus RoCE packets/s after the change (a missing rate is 0)."""
     peer_rates = []
     for window in peers_after:
         h, r = hccs_rate(window), roce_rate(window)
         peer_rates.append((h or 0.0) + (r or 0.0))
-    evidence["peer_pps_after"] = peer_rates
+    return peer_rates
+
+
+def _idle_verdict(
+    base: float, now: float, peer_rates: list[float], evidence: dict[str, Any]
+) -> LinkVerdict | None:
+    """Cannot verify when there was no traffic before, or none anywhere after; else None."""
     if base < MIN_TRAFFIC_PPS:
         return LinkVerdict(
             CANNOT_VERIFY,
@@ -184,6 +205,11 @@ def verify_link_switch(
             "peers, so idle HCCS links prove nothing.",
             evidence,
         )
+    return None
+
+
+def _share_verdict(base: float, now: float, evidence: dict[str, Any]) -> LinkVerdict:
+    """Switched when HCCS traffic fell to SWITCHED_SHARE of the baseline, else not."""
     share = now / base
     evidence["hccs_share_of_baseline"] = round(share, 4)
     if share <= SWITCHED_SHARE:

@@ -146,6 +146,31 @@ def estimate_fit(
     usable = hbm_gb * util
     kv_gb = usable - weights - reserve
 
+    kv_tokens = _kv_tokens(profile, kv_gb)
+    fits = kv_gb > 0 and kv_tokens >= profile.max_model_len
+
+    budget = (
+        f"weights {weights:.1f} GiB/NPU ({expert_b:.1f}B expert params over EP{ep}, "
+        f"{dense_b:.1f}B dense over TP{profile.tp}, PP{profile.pp}, "
+        f"{scheme} {size:g} B/param) "
+        f"+ reserve {reserve:.1f} GiB (HCCL {comms}×2×{profile.hccl_buffsize_mb} MiB "
+        f"+ {RUNTIME_WORKSPACE_GB:g} GiB workspace) "
+        f"of usable {usable:.1f} GiB ({hbm_gb:g} GiB × {util:g}) "
+        f"on {nodes}×{npus_per_node} NPUs"
+    )
+    return FitReport(
+        weights_gb_per_npu=round(weights, 2),
+        reserve_gb=round(reserve, 2),
+        usable_gb=round(usable, 2),
+        kv_gb_per_npu=round(kv_gb, 2),
+        kv_tokens=kv_tokens,
+        fits=fits,
+        detail=_fit_detail(profile, budget, kv_gb, kv_tokens, fits),
+    )
+
+
+def _kv_tokens(profile: ProfileSpec, kv_gb: float) -> int:
+    """Tokens of KV cache that ``kv_gb`` GiB hold on one NPU (0 when nothing is left)."""
     kv_layers = (
         profile.kv_layers if profile.kv_layers is not None else profile.num_layers
     )
@@ -159,18 +184,13 @@ def estimate_fit(
         * profile.head_dim
         * kv_bytes
     )
-    kv_tokens = int(kv_gb * GIB // per_token) if kv_gb > 0 and per_token > 0 else 0
-    fits = kv_gb > 0 and kv_tokens >= profile.max_model_len
+    return int(kv_gb * GIB // per_token) if kv_gb > 0 and per_token > 0 else 0
 
-    budget = (
-        f"weights {weights:.1f} GiB/NPU ({expert_b:.1f}B expert params over EP{ep}, "
-        f"{dense_b:.1f}B dense over TP{profile.tp}, PP{profile.pp}, "
-        f"{scheme} {size:g} B/param) "
-        f"+ reserve {reserve:.1f} GiB (HCCL {comms}×2×{profile.hccl_buffsize_mb} MiB "
-        f"+ {RUNTIME_WORKSPACE_GB:g} GiB workspace) "
-        f"of usable {usable:.1f} GiB ({hbm_gb:g} GiB × {util:g}) "
-        f"on {nodes}×{npus_per_node} NPUs"
-    )
+
+def _fit_detail(
+    profile: ProfileSpec, budget: str, kv_gb: float, kv_tokens: int, fits: bool
+) -> str:
+    """The sentence that says whether it fits and, when not, what to change."""
     if fits:
         detail = (
             f"fits: {budget} leaves {kv_gb:.1f} GiB KV = {kv_tokens} tokens "
@@ -188,15 +208,7 @@ def estimate_fit(
             f"fewer than max_model_len {profile.max_model_len}; "
             "lower max_model_len or add nodes"
         )
-    return FitReport(
-        weights_gb_per_npu=round(weights, 2),
-        reserve_gb=round(reserve, 2),
-        usable_gb=round(usable, 2),
-        kv_gb_per_npu=round(kv_gb, 2),
-        kv_tokens=kv_tokens,
-        fits=fits,
-        detail=detail,
-    )
+    return detail
 
 
 def _first_int(config: dict[str, Any], *keys: str) -> int | None:

@@ -97,6 +97,19 @@ def parse_hccs(text: str) -> HccsStatus:
     """
     require_text(text, "npu-smi info -t hccs")
     check_npu_smi_unsupported(text)
+    scalars, arrays = _read_keys(text)
+    count = _link_count(arrays, text)
+    health = _health(scalars, arrays, text)
+    first_error = _first_error_lane(scalars, text)
+    return HccsStatus(
+        health=health, links=_links(arrays, count), first_error_lane=first_error
+    )
+
+
+def _read_keys(
+    text: str,
+) -> tuple[dict[str, tuple[str, int]], dict[str, tuple[list[str], int]]]:
+    """Each known key's value and line: scalars as text, arrays as their items."""
     scalars: dict[str, tuple[str, int]] = {}
     arrays: dict[str, tuple[list[str], int]] = {}
     for lineno, line in numbered(text):
@@ -122,7 +135,11 @@ def parse_hccs(text: str) -> HccsStatus:
         if name == "lane_list" and not all(re.fullmatch(r"[01]+", i) for i in items):
             raise ParseError(f"{key}: expected lane bitmaps", raw=text, line=lineno)
         arrays[name] = (items, lineno)
+    return scalars, arrays
 
+
+def _link_count(arrays: dict[str, tuple[list[str], int]], text: str) -> int:
+    """The number of links: every required array present, every array that long."""
     for name in _REQUIRED_ARRAYS:
         if name not in arrays:
             key = next(k for k, v in _KEYS.items() if v == name)
@@ -135,7 +152,15 @@ def parse_hccs(text: str) -> HccsStatus:
                 raw=text,
                 line=lineno,
             )
+    return count
 
+
+def _health(
+    scalars: dict[str, tuple[str, int]],
+    arrays: dict[str, tuple[list[str], int]],
+    text: str,
+) -> str | None:
+    """``hccs health status`` (OK / NOK); None only on output that never prints it."""
     health: str | None = None
     if "health" in scalars:
         health, lineno = scalars["health"]
@@ -143,6 +168,11 @@ def parse_hccs(text: str) -> HccsStatus:
             raise ParseError(f"unknown hccs health {health!r}", raw=text, line=lineno)
     elif "lane_mode" in arrays:  # 910B/A3 output always starts with the health line
         raise ParseError("npu-smi hccs output lacks 'hccs health status'", raw=text)
+    return health
+
+
+def _first_error_lane(scalars: dict[str, tuple[str, int]], text: str) -> str | None:
+    """The first error lane, or None when absent or ``NA``."""
     first_error: str | None = None
     if "first_error_lane" in scalars:
         value, lineno = scalars["first_error_lane"]
@@ -152,6 +182,11 @@ def parse_hccs(text: str) -> HccsStatus:
                     f"bad first error lane {value!r}", raw=text, line=lineno
                 )
             first_error = value
+    return first_error
+
+
+def _links(arrays: dict[str, tuple[list[str], int]], count: int) -> list[HccsLink]:
+    """One HccsLink per array column; optional arrays absent give None."""
 
     def col(name: str, i: int) -> int | None:
         return int(arrays[name][0][i]) if name in arrays else None
@@ -159,7 +194,7 @@ def parse_hccs(text: str) -> HccsStatus:
     def req(name: str, i: int) -> int:
         return int(arrays[name][0][i])
 
-    links = [
+    return [
         HccsLink(
             index=i,
             lane_mode=col("lane_mode", i),
@@ -174,7 +209,6 @@ def parse_hccs(text: str) -> HccsStatus:
         )
         for i in range(count)
     ]
-    return HccsStatus(health=health, links=links, first_error_lane=first_error)
 
 
 def hccs_loss(prev: HccsStatus, cur: HccsStatus) -> float:
