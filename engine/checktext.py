@@ -18,7 +18,7 @@ from typing import Any
 
 # id → (name, evidence, fix). Ids are "<check>.<outcome>"; forms take {named} parameters.
 CHECKS: dict[str, tuple[str, str, str]] = {
-    # engine/preflight.py
+    # engine/preflight/
     "npu_smi.unavailable": (
         "npu-smi",
         "{problem}",
@@ -245,7 +245,7 @@ ITEMS: dict[str, str] = {
     "item.file_size": "{file}: {size} bytes here, {common} bytes on most nodes",
     "item.and_more": "and {count} more",
     "item.profile_says": "{key}: profile says {declared}, config.json says {found}",
-    # engine/preflight.py check_npu_network (hccn_tool -ping)
+    # engine/preflight/nics.py _ping_check (hccn_tool -ping)
     "item.ping_lost": "{target}: {sent} sent, 0 received",
     "item.target_problem": "{target}: {problem}",
 }

@@ -178,7 +178,7 @@ for _i, _name in enumerate(RULE_NAMES):
     MESSAGES[f"rule.{_i}.message"] = _name + ": {detail}"
     MESSAGES[f"rule.{_i}"] = _name
 
-# engine/capabilities.py remedies_for and monitoring/remediation/links.py: the sentences a
+# engine/capabilities/remedies.py remedies_for and monitoring/remediation/links.py: the sentences a
 # remedy's "why" is made of (the doc citations in SOURCES stay as they are).
 SENTENCES: dict[str, str] = {
     "why.a2_one_module": _noop(
@@ -231,7 +231,7 @@ SENTENCES: dict[str, str] = {
         "Raise the alert to an operator with the evidence (per-link HCCS counters, "
         "loss rate) and the options above; nothing restarts."
     ),
-    # engine/capabilities.py remedy_statement and links.py: the frame around each "why"
+    # engine/capabilities/remedies.py remedy_statement and links.py: the frame around each "why"
     "frame.server_model": _noop("Server model: {label}."),
     "frame.can_yes": _noop("— can work here: yes;"),
     "frame.can_no": _noop("— can work here: no;"),

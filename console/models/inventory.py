@@ -234,7 +234,7 @@ class Node(models.Model):
     failed_links = models.JSONField(_("failed HCCS links"), default=list, blank=True)
     failed_links_evidence = models.JSONField(default=dict, blank=True)
     # What preflight read (engine/parsers/server_model.py) and a site's correction of
-    # it; the effective model picks the remedy for a link fault (engine/capabilities.py).
+    # it; the effective model picks the remedy for a link fault (engine/capabilities/servers.py).
     detected_server_model = models.CharField(
         _("detected server model"),
         max_length=32,

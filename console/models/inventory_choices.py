@@ -21,7 +21,7 @@ name_validator = RegexValidator(
 )
 
 
-# Server models of engine/capabilities.py (key, label); detected and override share them.
+# Server models of engine/capabilities/servers.py (key, label); detected and override share them.
 SERVER_MODEL_CHOICES = list(SERVER_MODEL_LABELS.items())
 
 

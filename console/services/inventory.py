@@ -251,7 +251,7 @@ def node_server_model_override(
 ) -> Node:
     """Set (or, with model "", clear) a site's override of a node's server model.
 
-    The override picks the link-fault remedy (engine/capabilities.py) instead of what
+    The override picks the link-fault remedy (engine/capabilities/servers.py) instead of what
     preflight detected; it needs a reason. Validation errors name the field; the change
     and its audit row commit together.
     """

@@ -75,7 +75,7 @@ def parse_dmi_product_name(text: str) -> str | None:
 
 
 def model_from_product_name(name: str | None) -> str | None:
-    """The capability key (engine/capabilities.py) named by a product name, or None."""
+    """The capability key (engine/capabilities/servers.py) named by a product name, or None."""
     if not name:
         return None
     for key, pattern in _NAME_PATTERNS:

@@ -85,7 +85,7 @@ def check_ports(host: str, ports: list[int]) -> Check:
 def check_server_model() -> tuple[Check, ServerModelDetection]:
     """The server model from SMBIOS (dmidecode, else sysfs) checked against npu-smi's chip.
 
-    The remedy for an HCCS link fault depends on it (engine/capabilities.py); unknown
+    The remedy for an HCCS link fault depends on it (engine/capabilities/servers.py); unknown
     is a warning, not a failure: the site can set the model with a reason.
     """
     source = "dmidecode -s system-product-name"

@@ -2,7 +2,7 @@
 
 ``dmidecode -s system-product-name`` prints the SMBIOS System Information Product
 Name alone on one line (dmidecode(8)). The sim prints the label of the node's
-``server_model`` (engine/capabilities.py); an unknown model prints the placeholder
+``server_model`` (engine/capabilities/servers.py); an unknown model prints the placeholder
 many vendors leave in SMBIOS. An unknown keyword is refused like the real tool:
 ``Invalid string keyword: X`` and the list of valid ones on stderr, exit 2.
 """

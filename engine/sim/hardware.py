@@ -137,7 +137,7 @@ def roce_stats(counters: dict[str, Any], npu: int) -> dict[str, int]:
 
 def hccs_carries_traffic(cfg: NodeConfig, link_mode: str) -> bool:
     """Intra-server traffic stays on HCCS unless the mode is roce AND the hardware honours
-    it (per the server model's capability entry, engine/capabilities.py: an Atlas 800T A2
+    it (per the server model's capability entry, engine/capabilities/servers.py: an Atlas 800T A2
     ignores the switch, an Atlas 200T A2 Box16 honours it)."""
     return link_mode != "roce" or not cfg.honours_switch()
 

@@ -198,7 +198,7 @@ def run(
         **{**DEMO_PROFILES["w8a8"], "name": f"bench w8a8 {interval}"}
     )
     cluster = make_cluster(f"remb{interval}", nodes=2, profile=profile, free_ports=True)
-    # the failover path exists only where HCCL honours the switch (engine/capabilities.py):
+    # the failover path exists only where HCCL honours the switch (engine/capabilities/servers.py):
     # a Box16 by site override, else the sim's 800T A2 would go straight to a spare
     Node.objects.filter(cluster=cluster).update(
         server_model_override="atlas-200t-a2-box16",

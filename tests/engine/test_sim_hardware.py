@@ -1,4 +1,4 @@
-"""Sim node state contract (engine/sim/state.py) and hardware model (engine/sim/hardware.py)."""
+"""Sim node state contract (engine/sim/state/) and hardware model (engine/sim/hardware.py)."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def test_it_keeps_counters_monotonic_across_engine_restarts(node: Path) -> None:
 
 
 def test_it_freezes_hccs_in_roce_mode_on_a_box16(node: Path) -> None:
-    # the Atlas 200T A2 Box16 honours HCCL_INTRA_ROCE_ENABLE (engine/capabilities.py)
+    # the Atlas 200T A2 Box16 honours HCCL_INTRA_ROCE_ENABLE (engine/capabilities/servers.py)
     state.save_config(
         node, state.NodeConfig(name=node.name, server_model="atlas-200t-a2-box16")
     )

@@ -181,7 +181,7 @@ def test_it_prints_hccs_with_7_links_and_measurable_loss(
 
 def test_it_keeps_hccs_flat_after_failover_to_roce(cluster: tuple[Path, Path]) -> None:
     a, _ = cluster
-    # a Box16 honours the switch; the demo's 800T A2 does not (engine/capabilities.py)
+    # a Box16 honours the switch; the demo's 800T A2 does not (engine/capabilities/servers.py)
     cfg = state.load_config(a)
     cfg.server_model = "atlas-200t-a2-box16"
     state.save_config(a, cfg)

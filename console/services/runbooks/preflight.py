@@ -186,7 +186,7 @@ def record_node_answer(
     found.table[node.name].extend(checks)
     found.versions[node.name] = answer["versions"]
     if isinstance(answer.get("server_model"), dict):
-        # engine/preflight.py check_server_model: npu-smi board + dmidecode product
+        # engine/preflight/host.py check_server_model: npu-smi board + dmidecode product
         node_server_model_detected(node=node, detection=answer["server_model"])
     found.sizes[node.name] = answer["model_size"]
     failed = [c for c in checks if c["status"] == "fail"]

@@ -24,7 +24,7 @@ DEFAULT_VERSIONS: dict[str, str] = {
 }
 
 
-# The demo's servers (engine/capabilities.py key). Whether the hardware honours
+# The demo's servers (engine/capabilities/servers.py key). Whether the hardware honours
 # HCCL_INTRA_ROCE_ENABLE follows that model's capability entry.
 DEFAULT_SERVER_MODEL = "atlas-800t-a2"
 

@@ -62,7 +62,7 @@ class Env:
         """(link the intra-server traffic really uses, HCCS loss it suffers).
 
         HCCL_INTRA_ROCE_ENABLE=1 moves traffic to RoCE only where the server model
-        honours it (engine/capabilities.py: a Box16 does, the demo's 800T A2 does not);
+        honours it (engine/capabilities/servers.py: a Box16 does, the demo's 800T A2 does not);
         HCCS loss slows only traffic that is still on HCCS.
         """
         honours = (
