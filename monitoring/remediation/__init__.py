@@ -22,17 +22,14 @@ cluster, cooldown per rule, max automatic actions per hour per cluster. Every de
 taken or skipped, goes to the alert's timeline and the audit log.
 """
 
-from monitoring.remediation.decide import (
-    alert_firing,
-    incident_approve,
-    incident_reject,
-    roce_evidence,
-)
+from monitoring.remediation.approval import incident_approve, incident_reject
+from monitoring.remediation.decide import alert_firing
 from monitoring.remediation.outcomes import (
     alert_resolved,
     operation_finished,
     remediation_retry,
 )
+from monitoring.remediation.preconditions import roce_evidence
 from monitoring.remediation.timeline import NEVER_ACT_ON, RemediationRefused
 
 __all__ = [

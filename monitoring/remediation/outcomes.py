@@ -19,11 +19,9 @@ from monitoring.models import (
     IncidentState,
     RemediationAction,
 )
-from monitoring.remediation.decide import (
-    _execute,
-    _precondition,
-)
+from monitoring.remediation.act import _execute
 from monitoring.remediation.links import link_remedy_choose
+from monitoring.remediation.preconditions import _precondition
 from monitoring.remediation.timeline import (
     _escalate,
     _note,

@@ -8,7 +8,7 @@ run and revoked after it: the figures then include the gateway, as clients see i
 shows the prompts done as the tool's progress bar reports them; a cancel ends the
 running tool on the node. The operation only reads: the cluster stays as it was, and
 automatic remediation leaves alone the latency and queue alerts its load causes
-(monitoring/remediation/decide.py).
+(monitoring/remediation/guardrails.py).
 """
 
 from __future__ import annotations
