@@ -7,6 +7,7 @@ samples, the next passing gate on the cluster resolves it.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -75,66 +76,85 @@ def gate_alert_apply(run: GateRun) -> Alert | None:
         if run.passed:
             if current is None:
                 return None
-            current.state = AlertState.RESOLVED
-            current.resolved_at = now
-            current.value = 0.0
-            current.save(update_fields=["state", "resolved_at", "value"])
-            AlertEvent.objects.create(
-                alert=current,
-                kind=AlertEventKind.RESOLVED,
-                at=now,
-                message=f"gate run #{run.pk} passed",
-                data={"gate_run": run.pk},
-            )
-            alert = current
+            alert = _gate_alert_resolve(current, run, now=now)
         else:
-            message = _message(run)
-            labels = {
-                "rule": rule.name,
-                "severity": rule.severity,
-                "gate_run": str(run.pk),
-                "failing_samples": ",".join(failing),
-            }
-            if current is None:
-                alert = Alert.objects.create(
-                    rule=rule,
-                    cluster=run.cluster,
-                    target=target,
-                    severity=rule.severity,
-                    value=1.0,
-                    labels=labels,
-                    message=message,
-                    fault_onset_at=run.started_at,
-                    pending_at=now,
-                    fired_at=now,
-                    state=AlertState.FIRING,
-                    last_eval_at=now,
-                )
-            else:
-                alert = current
-                alert.message, alert.labels, alert.last_eval_at = message, labels, now
-                alert.save(update_fields=["message", "labels", "last_eval_at"])
-            AlertEvent.objects.create(
-                alert=alert,
-                kind=AlertEventKind.FIRING,
-                at=now,
-                message=message,
-                data={
-                    "gate_run": run.pk,
-                    "failing_samples": failing,
-                    "samples": [
-                        {
-                            "id": x["id"],
-                            "answer": x["answer"][:200],
-                            "problems": x["problems"],
-                        }
-                        for x in run.samples
-                        if not x.get("passed")
-                    ],
-                },
-            )
+            alert = _gate_alert_fire(current, run, rule, failing, now=now)
         notifications = notifications_create([alert])
         transaction.on_commit(lambda: _after(alert, notifications))
+    return alert
+
+
+def _gate_alert_resolve(current: Alert, run: GateRun, *, now: datetime) -> Alert:
+    """The passing run resolves the open gate alert, with a line on its timeline."""
+    current.state = AlertState.RESOLVED
+    current.resolved_at = now
+    current.value = 0.0
+    current.save(update_fields=["state", "resolved_at", "value"])
+    AlertEvent.objects.create(
+        alert=current,
+        kind=AlertEventKind.RESOLVED,
+        at=now,
+        message=f"gate run #{run.pk} passed",
+        data={"gate_run": run.pk},
+    )
+    return current
+
+
+def _gate_alert_fire(
+    current: Alert | None,
+    run: GateRun,
+    rule: AlertRule,
+    failing: list[str],
+    *,
+    now: datetime,
+) -> Alert:
+    """The failed run opens the gate alert (firing at once) or refreshes the open one,
+    and puts the failing samples on its timeline."""
+    message = _message(run)
+    labels = {
+        "rule": rule.name,
+        "severity": rule.severity,
+        "gate_run": str(run.pk),
+        "failing_samples": ",".join(failing),
+    }
+    if current is None:
+        alert = Alert.objects.create(
+            rule=rule,
+            cluster=run.cluster,
+            target=run.cluster.name,
+            severity=rule.severity,
+            value=1.0,
+            labels=labels,
+            message=message,
+            fault_onset_at=run.started_at,
+            pending_at=now,
+            fired_at=now,
+            state=AlertState.FIRING,
+            last_eval_at=now,
+        )
+    else:
+        alert = current
+        alert.message, alert.labels, alert.last_eval_at = message, labels, now
+        alert.save(update_fields=["message", "labels", "last_eval_at"])
+    AlertEvent.objects.create(
+        alert=alert,
+        kind=AlertEventKind.FIRING,
+        at=now,
+        message=message,
+        data={
+            "gate_run": run.pk,
+            "failing_samples": failing,
+            "samples": [
+                {
+                    "id": x["id"],
+                    "answer": x["answer"][:200],
+                    "problems": x["problems"],
+                }
+                for x in run.samples
+                if not x.get("passed")
+            ],
+        },
+    )
     return alert
 
 

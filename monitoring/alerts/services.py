@@ -115,46 +115,11 @@ def silence_create(
             created_by=user,
             starts_at=now,
         )
-        spec = {
-            "rule_id": silence.rule_id,
-            "target": target,
-            "cluster_id": cluster_id,
-            "matchers": matchers or {},
-        }
-        qs = Alert.objects.filter(
-            state__in=ACTIVE_STATES, silenced=False
-        ).select_related("rule", "cluster")
-        if rule is not None:
-            qs = qs.filter(rule=rule)
-        if target:
-            qs = qs.filter(target=target)
-        if cluster_id is not None:
-            qs = qs.filter(Q(cluster_id=cluster_id))
-        hits = [
-            a
-            for a in qs
-            if silence_matches(
-                spec,
-                rule_id=a.rule_id,
-                target=a.target,
-                cluster_id=a.cluster_id,
-                labels=a.labels,
-            )
-        ]
-        Alert.objects.filter(pk__in=[a.pk for a in hits]).update(silenced=True)
-        for a in hits:
-            a.silenced = True
-        AlertEvent.objects.bulk_create(
-            [
-                AlertEvent(
-                    alert=a,
-                    kind=AlertEventKind.SILENCED,
-                    at=now,
-                    actor=user,
-                    message=f"silenced until {ends_at.isoformat()}: {comment}"[:500],
-                )
-                for a in hits
-            ]
+        hits = _alerts_silence_hits(
+            silence, rule=rule, target=target, cluster_id=cluster_id, matchers=matchers
+        )
+        _alerts_mark_silenced(
+            hits, user=user, ends_at=ends_at, comment=comment, now=now
         )
         audit_record(
             action="silence.create",
@@ -165,6 +130,64 @@ def silence_create(
         )
         transaction.on_commit(lambda: alerts_publish(hits))
     return silence
+
+
+def _alerts_silence_hits(
+    silence: Silence,
+    *,
+    rule: AlertRule | None,
+    target: str,
+    cluster_id: int | None,
+    matchers: dict[str, Any] | None,
+) -> list[Alert]:
+    """The open, not yet silenced alerts the new silence matches (narrowed in SQL first)."""
+    spec = {
+        "rule_id": silence.rule_id,
+        "target": target,
+        "cluster_id": cluster_id,
+        "matchers": matchers or {},
+    }
+    qs = Alert.objects.filter(state__in=ACTIVE_STATES, silenced=False).select_related(
+        "rule", "cluster"
+    )
+    if rule is not None:
+        qs = qs.filter(rule=rule)
+    if target:
+        qs = qs.filter(target=target)
+    if cluster_id is not None:
+        qs = qs.filter(Q(cluster_id=cluster_id))
+    return [
+        a
+        for a in qs
+        if silence_matches(
+            spec,
+            rule_id=a.rule_id,
+            target=a.target,
+            cluster_id=a.cluster_id,
+            labels=a.labels,
+        )
+    ]
+
+
+def _alerts_mark_silenced(
+    hits: list[Alert], *, user: Any, ends_at: datetime, comment: str, now: datetime
+) -> None:
+    """Mark ``hits`` silenced (in the database and in memory), each with a timeline line."""
+    Alert.objects.filter(pk__in=[a.pk for a in hits]).update(silenced=True)
+    for a in hits:
+        a.silenced = True
+    AlertEvent.objects.bulk_create(
+        [
+            AlertEvent(
+                alert=a,
+                kind=AlertEventKind.SILENCED,
+                at=now,
+                actor=user,
+                message=f"silenced until {ends_at.isoformat()}: {comment}"[:500],
+            )
+            for a in hits
+        ]
+    )
 
 
 def rule_save(
