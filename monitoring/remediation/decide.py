@@ -164,13 +164,12 @@ def _remedy_that_can_work(incident: Incident) -> bool:
 def _ask_or_act(incident: Incident) -> None:
     """By the policy: wait for an operator's approval, or start the operation now."""
     if incident.policy == RemediationPolicy.ASK:
-        action = (
-            incident.alert.rule.remediation_action
-        )  # the rule's, not a next remedy's
+        # the remedy chosen (e.g. a spare's replace where the rule says failover), the
+        # one an approval starts
         _set(
             incident,
             state=IncidentState.AWAITING_APPROVAL,
-            summary=f"{action} waits for an operator's approval",
+            summary=f"{incident.action} waits for an operator's approval",
         )
         _note(
             incident,

@@ -630,6 +630,26 @@ def test_policy_ask_waits_for_an_operator_then_acts(
         remediation.incident_approve(incident=incident, user=operator)
 
 
+def test_policy_ask_names_the_remedy_it_waits_for_not_the_rules(
+    firing_alert: Callable[..., Alert],
+) -> None:
+    """An 800T A2 has no RoCE switch: the rule's failover becomes the spare's replace, and
+    the operator is asked about the replace."""
+    from monitoring import remediation
+
+    alert = firing_alert("HCCS link loss", policy="ask")
+    assert alert.rule.remediation_action == "failover"
+    Node.objects.filter(cluster=alert.cluster).update(
+        detected_server_model="atlas-800t-a2"
+    )
+    add_spare("pol-spare", alert.cluster.ranked_nodes()[0])
+    alert.node.refresh_from_db()
+    incident = remediation.alert_firing(alert)
+    assert incident is not None and incident.state == IncidentState.AWAITING_APPROVAL
+    assert incident.action == "replace"
+    assert incident.summary == "replace waits for an operator's approval"
+
+
 def test_maintenance_mode_and_temperature_skip_with_the_reason_recorded(
     firing_alert: Callable[..., Alert],
 ) -> None:
