@@ -46,7 +46,7 @@ MESSAGES: dict[str, str] = {
     "alert.not_firing": _noop("alert is {state}, not firing"),
     "alert.silenced_until": _noop("silenced until {until}: {comment}"),
     "alert.escalated": _noop("ESCALATED: {message}"),
-    # monitoring/remediation/decide.py
+    # monitoring/remediation/ (decide, preconditions, act, approval)
     "rem.joined": _noop("joined incident #{incident} ({action}, already {state})"),
     "rem.no_action": _noop("no action: {reason}"),
     "rem.next_remedy": _noop("{problem}: trying the next remedy"),
