@@ -15,6 +15,10 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.conf import LazySettings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -29,20 +33,7 @@ def agent_line(node: str, driver: str, npu_ips: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m console.launch", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument(
-        "--no-agents",
-        action="store_true",
-        help="do not start node agents for simulated nodes",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the Procfile and the honcho command, start nothing",
-    )
-    args = parser.parse_args(argv)
+    args = _parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     import django
@@ -50,30 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from django.conf import settings
 
-    # After django.setup(): models need configured settings and a ready app registry.
-    from console.models import Node
-
-    env = {
-        "CONSOLE_HOST": settings.CONSOLE_HOST,
-        "CONSOLE_PORT": str(settings.CONSOLE_PORT),
-        "CONSOLE_VAR_DIR": str(settings.VAR_DIR),
-        "CONSOLE_REDIS_PORT": str(settings.EMBEDDED_REDIS_PORT),
-        # Agents import no Django, so they get the broker URL explicitly.
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "CELERY_RESULT_BACKEND": settings.CELERY_RESULT_BACKEND,
-        "SIM_STATE_DIR": os.environ.get(
-            "SIM_STATE_DIR", str(Path(settings.VAR_DIR) / "sim")
-        ),
-        "PYTHONUNBUFFERED": "1",
-    }
-    lines = (BASE_DIR / "Procfile").read_text().splitlines()
-    names = ["web", "control", "beat"]
-    if settings.EMBEDDED_REDIS:  # REDIS_URL unset, whatever the broker
-        names.insert(0, "redis")
-    if not args.no_agents:
-        for node in Node.objects.filter(driver=Node.Driver.SIM).order_by("name"):
-            lines.append(agent_line(node.name, node.driver, list(node.npu_ips or [])))
-            names.append(f"agent-{node.name}")
+    env = _child_env(settings)
+    lines, names = _processes(settings, agents=not args.no_agents)
     procfile = Path(settings.VAR_DIR) / "Procfile"
     procfile.write_text("\n".join(lines) + "\n")
     honcho = shutil.which("honcho", path=str(Path(sys.executable).parent)) or "honcho"
@@ -89,6 +58,57 @@ def main(argv: list[str] | None = None) -> int:
     )
     os.execv(cmd[0], cmd)
     return 0  # not reached
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m console.launch", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--no-agents",
+        action="store_true",
+        help="do not start node agents for simulated nodes",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the Procfile and the honcho command, start nothing",
+    )
+    return parser.parse_args(argv)
+
+
+def _child_env(settings: LazySettings) -> dict[str, str]:
+    """The environment honcho's processes get on top of the console's own."""
+    return {
+        "CONSOLE_HOST": settings.CONSOLE_HOST,
+        "CONSOLE_PORT": str(settings.CONSOLE_PORT),
+        "CONSOLE_VAR_DIR": str(settings.VAR_DIR),
+        "CONSOLE_REDIS_PORT": str(settings.EMBEDDED_REDIS_PORT),
+        # Agents import no Django, so they get the broker URL explicitly.
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "CELERY_RESULT_BACKEND": settings.CELERY_RESULT_BACKEND,
+        "SIM_STATE_DIR": os.environ.get(
+            "SIM_STATE_DIR", str(Path(settings.VAR_DIR) / "sim")
+        ),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _processes(settings: LazySettings, *, agents: bool) -> tuple[list[str], list[str]]:
+    """(the Procfile's lines, the process names honcho starts): the repository's
+    Procfile, plus one agent per simulated node unless ``agents`` is False."""
+    # After django.setup(): models need configured settings and a ready app registry.
+    from console.models import Node
+
+    lines = (BASE_DIR / "Procfile").read_text().splitlines()
+    names = ["web", "control", "beat"]
+    if settings.EMBEDDED_REDIS:  # REDIS_URL unset, whatever the broker
+        names.insert(0, "redis")
+    if agents:
+        for node in Node.objects.filter(driver=Node.Driver.SIM).order_by("name"):
+            lines.append(agent_line(node.name, node.driver, list(node.npu_ips or [])))
+            names.append(f"agent-{node.name}")
+    return lines, names
 
 
 if __name__ == "__main__":

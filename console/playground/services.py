@@ -139,6 +139,24 @@ def chat_request(*, model: str, data: dict[str, Any]) -> dict[str, Any]:
 
     Raises PlaygroundRefused naming the bad field.
     """
+    messages = _messages(data)
+    stops = _stops(data)
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "temperature": _number(data.get("temperature"), "temperature", 0.0, 2.0, 0.7),
+        "top_p": _number(data.get("top_p"), "top_p", 0.0, 1.0, 1.0),
+        "max_tokens": int(_number(data.get("max_tokens"), "max_tokens", 1, 32768, 512)),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if stops:
+        body["stop"] = stops
+    return body
+
+
+def _messages(data: dict[str, Any]) -> list[dict[str, str]]:
+    """The system prompt (when given) and the conversation, ending with the user's turn."""
     messages: list[dict[str, str]] = []
     system = data.get("system") or ""
     if not isinstance(system, str):
@@ -170,6 +188,11 @@ def chat_request(*, model: str, data: dict[str, Any]) -> dict[str, Any]:
             _("messages: type a prompt; the last turn must be the user's."),
             field="messages",
         )
+    return messages
+
+
+def _stops(data: dict[str, Any]) -> list[str]:
+    """The stop sequences: one string or a list of up to MAX_STOPS non-empty ones."""
     stops = data.get("stop") or []
     if isinstance(stops, str):
         stops = [stops]
@@ -183,18 +206,7 @@ def chat_request(*, model: str, data: dict[str, Any]) -> dict[str, Any]:
             % {"n": MAX_STOPS},
             field="stop",
         )
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": messages,
-        "temperature": _number(data.get("temperature"), "temperature", 0.0, 2.0, 0.7),
-        "top_p": _number(data.get("top_p"), "top_p", 0.0, 1.0, 1.0),
-        "max_tokens": int(_number(data.get("max_tokens"), "max_tokens", 1, 32768, 512)),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if stops:
-        body["stop"] = stops
-    return body
+    return stops
 
 
 def playground_clusters() -> list[dict[str, Any]]:

@@ -157,6 +157,29 @@ def evidence_purge(*, now: Any = None) -> int:
     return deleted
 
 
+def _ask_all(members: list[Node]) -> list[dict[str, Any]]:
+    """Every node's answer (``_ask``), asked in parallel, in ``members``' order."""
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(members)))) as pool:
+        return list(pool.map(_ask, members))
+
+
+def _node_rows(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the bundle row keeps of each answer: its outcome and file names, not the text."""
+    return [
+        {
+            "node": a["node"],
+            "ok": a["ok"],
+            "error": a["error"],
+            "skipped": a.get("skipped", []),
+            "files": [
+                {k: f.get(k) for k in ("name", "size", "truncated", "source")}
+                for f in a["files"]
+            ],
+        }
+        for a in answers
+    ]
+
+
 def evidence_collect(
     *,
     cluster: Cluster,
@@ -170,8 +193,7 @@ def evidence_collect(
 ) -> EvidenceBundle:
     """Ask every node (rank order), diagnose across nodes, store one bounded bundle (audited)."""
     members = list(nodes) if nodes is not None else list(cluster.ranked_nodes())
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(members)))) as pool:
-        answers = list(pool.map(_ask, members))
+    answers = _ask_all(members)
     now = timezone.now()
     findings = [
         f.to_dict()
@@ -179,19 +201,7 @@ def evidence_collect(
     ]
     root = f"evidence-{cluster.name}-{now.strftime('%Y%m%d-%H%M%S')}"
     archive = _fit(root, answers, findings)
-    node_rows = [
-        {
-            "node": a["node"],
-            "ok": a["ok"],
-            "error": a["error"],
-            "skipped": a.get("skipped", []),
-            "files": [
-                {k: f.get(k) for k in ("name", "size", "truncated", "source")}
-                for f in a["files"]
-            ],
-        }
-        for a in answers
-    ]
+    node_rows = _node_rows(answers)
     first = next((f for f in findings if f.get("first")), None)
     with transaction.atomic():
         bundle = EvidenceBundle.objects.create(

@@ -78,6 +78,8 @@ def _answer(result: AsyncResult) -> Any:
 
 
 def run_weights(run: Run, rows: dict[str, Any]) -> None:
+    """Every node hashes its model files at once (a row each, its bytes shown as they go
+    by), then the digests are compared across nodes (the last row)."""
     timeout = float(settings.WEIGHTS_HASH_TIMEOUT_S)
     model_path = run.cluster.profile.model_path
     by_name = {node.name: node for node in run.nodes}
@@ -86,65 +88,92 @@ def run_weights(run: Run, rows: dict[str, Any]) -> None:
     pending = {
         name: _send(by_name[name], model_path, timeout) for name in rows["nodes"]
     }
-    deadline = time.monotonic() + timeout
     manifests: dict[str, dict[str, Any]] = {}
     failed: list[str] = []
-    shown: dict[str, Any] = {}
     try:
-        while pending:
-            run.check_cancel()
-            for name, result in list(pending.items()):
-                row = rows["nodes"][name]
-                if not result.ready():
-                    info = result.info if result.state == "PROGRESS" else None
-                    if isinstance(info, dict) and info != shown.get(name):
-                        shown[name] = info
-                        _show(run, row, info)
-                    continue
-                del pending[name]
-                answer = _answer(result)
-                if isinstance(answer, Exception):
-                    failed.append(name)
-                    run.fail(row, message("summary.agent_error", error=str(answer)))
-                elif not answer.get("exists"):
-                    failed.append(name)
-                    run.fail(
-                        row,
-                        message("summary.no_model_dir", path=model_path, node=name),
-                    )
-                else:
-                    manifests[name] = answer
-                    progress = answer.get("progress") or {}
-                    run.finish(
-                        row,
-                        message(
-                            "summary.hashed",
-                            files=len(answer["sha256"]),
-                            size=_gib(int(progress.get("total") or 0)),
-                            cached=progress.get("cached", 0),
-                            read=_gib(int(progress.get("bytes_read") or 0)),
-                        ),
-                        progress_done=max(1, int(progress.get("total") or 0) // MIB),
-                        progress_total=max(1, int(progress.get("total") or 0) // MIB),
-                        data={"sha256": answer["sha256"], "progress": progress},
-                    )
-            if pending and time.monotonic() > deadline:
-                for name in pending:
-                    failed.append(name)
-                    run.fail(
-                        rows["nodes"][name],
-                        message(
-                            "summary.no_answer_within",
-                            seconds=f"{timeout:.0f}",
-                            setting="WEIGHTS_HASH_TIMEOUT_S",
-                        ),
-                    )
-                break
-            time.sleep(0.25)
+        _await(run, rows["nodes"], pending, manifests, failed, model_path, timeout)
     finally:
         for result in pending.values():
             result.forget()  # an agent still hashing finishes on its own (bounded IO)
     _compare(run, rows["compare"], manifests, failed)
+
+
+def _await(
+    run: Run,
+    rows: dict[str, OperationStep],
+    pending: dict[str, AsyncResult],
+    manifests: dict[str, dict[str, Any]],
+    failed: list[str],
+    model_path: str,
+    timeout: float,
+) -> None:
+    """Poll the nodes until each answered or ``timeout`` passed, taking answers out of
+    ``pending`` into ``manifests`` (hashed) or ``failed``."""
+    deadline = time.monotonic() + timeout
+    shown: dict[str, Any] = {}
+    while pending:
+        run.check_cancel()
+        for name, result in list(pending.items()):
+            row = rows[name]
+            if not result.ready():
+                info = result.info if result.state == "PROGRESS" else None
+                if isinstance(info, dict) and info != shown.get(name):
+                    shown[name] = info
+                    _show(run, row, info)
+                continue
+            del pending[name]
+            _take(run, row, name, _answer(result), manifests, failed, model_path)
+        if pending and time.monotonic() > deadline:
+            for name in pending:
+                failed.append(name)
+                run.fail(
+                    rows[name],
+                    message(
+                        "summary.no_answer_within",
+                        seconds=f"{timeout:.0f}",
+                        setting="WEIGHTS_HASH_TIMEOUT_S",
+                    ),
+                )
+            break
+        time.sleep(0.25)
+
+
+def _take(
+    run: Run,
+    row: OperationStep,
+    name: str,
+    answer: Any,
+    manifests: dict[str, dict[str, Any]],
+    failed: list[str],
+    model_path: str,
+) -> None:
+    """One node's answer: its row fails (the agent's error, no model directory) or
+    finishes with the node's digests."""
+    if isinstance(answer, Exception):
+        failed.append(name)
+        run.fail(row, message("summary.agent_error", error=str(answer)))
+    elif not answer.get("exists"):
+        failed.append(name)
+        run.fail(
+            row,
+            message("summary.no_model_dir", path=model_path, node=name),
+        )
+    else:
+        manifests[name] = answer
+        progress = answer.get("progress") or {}
+        run.finish(
+            row,
+            message(
+                "summary.hashed",
+                files=len(answer["sha256"]),
+                size=_gib(int(progress.get("total") or 0)),
+                cached=progress.get("cached", 0),
+                read=_gib(int(progress.get("bytes_read") or 0)),
+            ),
+            progress_done=max(1, int(progress.get("total") or 0) // MIB),
+            progress_total=max(1, int(progress.get("total") or 0) // MIB),
+            data={"sha256": answer["sha256"], "progress": progress},
+        )
 
 
 def _compare(
