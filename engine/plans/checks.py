@@ -114,6 +114,15 @@ def _check_nodes(nodes: list[NodeSpec], errors: dict[str, list[str]]) -> None:
             "no nodes; add at least one node with role head and rank 0."
         )
         return
+    _check_names_and_head(nodes, errors)
+    _check_roles_and_ranks(nodes, errors)
+    for node in nodes:
+        _check_node_fields(node, errors)
+    _check_shared_ports(nodes, errors)
+
+
+def _check_names_and_head(nodes: list[NodeSpec], errors: dict[str, list[str]]) -> None:
+    """Unique node names, and exactly one head, at rank 0."""
     names = [node.name for node in nodes]
     for name in sorted({n for n in names if names.count(n) > 1}):
         errors["nodes"].append(
@@ -130,6 +139,10 @@ def _check_nodes(nodes: list[NodeSpec], errors: dict[str, list[str]]) -> None:
         errors["nodes"].append(
             f"head {heads[0].name} has rank {heads[0].rank}; the head must be rank 0."
         )
+
+
+def _check_roles_and_ranks(nodes: list[NodeSpec], errors: dict[str, list[str]]) -> None:
+    """Known roles, and ranks numbering the nodes 0..n-1 once each."""
     for node in nodes:
         if node.role not in ("head", "worker"):
             errors["role"].append(
@@ -141,35 +154,40 @@ def _check_nodes(nodes: list[NodeSpec], errors: dict[str, list[str]]) -> None:
             f"ranks are {ranks}; number the {len(nodes)} nodes "
             f"0..{len(nodes) - 1}, once each."
         )
-    for node in nodes:
-        try:
-            ipaddress.ip_address(node.host_ip)
-        except ValueError:
-            errors["host_ip"].append(
-                f"{node.name}: host_ip {node.host_ip!r} is not an IP address."
-            )
-        if not _NIC_NAME.match(node.nic_name):
-            errors["nic_name"].append(
-                f"{node.name}: nic_name {node.nic_name!r} is not an interface name."
-            )
-        if node.npu_count < 1:
-            errors["npu_count"].append(
-                f"{node.name}: npu_count is {node.npu_count}; it must be at least 1."
-            )
-        if node.link_mode not in LINK_MODES:
-            errors["link_mode"].append(
-                f"{node.name}: link_mode {node.link_mode!r} is unknown; "
-                f"use {' or '.join(LINK_MODES)}."
-            )
-        for key, port in (("api_port", node.api_port), ("rpc_port", node.rpc_port)):
-            if not 1 <= port <= 65535:
-                errors[key].append(f"{node.name}: {key} {port} is outside 1..65535.")
-        if node.api_port == node.rpc_port:
-            errors["rpc_port"].append(
-                f"{node.name}: rpc_port {node.rpc_port} equals api_port; "
-                "pick another port."
-            )
-    # distinct ports among nodes sharing an address (e.g. simulated nodes on one host)
+
+
+def _check_node_fields(node: NodeSpec, errors: dict[str, list[str]]) -> None:
+    """One node's own fields: address, interface, NPU count, link mode, ports."""
+    try:
+        ipaddress.ip_address(node.host_ip)
+    except ValueError:
+        errors["host_ip"].append(
+            f"{node.name}: host_ip {node.host_ip!r} is not an IP address."
+        )
+    if not _NIC_NAME.match(node.nic_name):
+        errors["nic_name"].append(
+            f"{node.name}: nic_name {node.nic_name!r} is not an interface name."
+        )
+    if node.npu_count < 1:
+        errors["npu_count"].append(
+            f"{node.name}: npu_count is {node.npu_count}; it must be at least 1."
+        )
+    if node.link_mode not in LINK_MODES:
+        errors["link_mode"].append(
+            f"{node.name}: link_mode {node.link_mode!r} is unknown; "
+            f"use {' or '.join(LINK_MODES)}."
+        )
+    for key, port in (("api_port", node.api_port), ("rpc_port", node.rpc_port)):
+        if not 1 <= port <= 65535:
+            errors[key].append(f"{node.name}: {key} {port} is outside 1..65535.")
+    if node.api_port == node.rpc_port:
+        errors["rpc_port"].append(
+            f"{node.name}: rpc_port {node.rpc_port} equals api_port; pick another port."
+        )
+
+
+def _check_shared_ports(nodes: list[NodeSpec], errors: dict[str, list[str]]) -> None:
+    """Distinct ports among nodes sharing an address (e.g. simulated nodes on one host)."""
     users: dict[tuple[str, int], list[str]] = defaultdict(list)
     for node in nodes:
         users[(node.host_ip, node.api_port)].append(f"{node.name} api_port")

@@ -229,40 +229,8 @@ def _ingest_node(
         prev_hccs, parsed.hccs, hccs_unsupported=parsed.hccs_unsupported
     ).state
     engine_state = str(parsed.engine.get("state") or "")
-    host = parsed.host
-    rnd.nodes.append(
-        NodeSample(
-            node_id=node.pk,
-            ts=rnd.now,
-            cpu_pct=_num(host.get("cpu_pct")),
-            mem_used_pct=_num(host.get("mem_used_pct")),
-            load1=_num(host.get("load1")),
-            disk_free_gb=_num(host.get("disk_free_gb")),
-            engine_rss_mb=_num(host.get("engine_rss_mb")),
-            engine_state=engine_state[:16],
-            hccs_loss_pct=worst,
-            roce_down=sum(1 for p in parsed.roce if p["link"] not in ("UP", None)),
-            errors=min(len(parsed.errors), 32767),
-        )
-    )
-    rnd.latest.append(
-        NodeLatest(
-            node_id=node.pk,
-            ts=rnd.now,
-            data={
-                "collected_at": parsed.collected_at,
-                "chips": parsed.chips,
-                "hccs": parsed.hccs,
-                "roce": parsed.roce,
-                "host": host,
-                "engine": parsed.engine,
-                "errors": len(parsed.errors),
-                "hccs_loss_pct": worst,
-                "hccs_loss_state": loss_state,
-                "hccs_unsupported": parsed.hccs_unsupported,
-            },
-        )
-    )
+    rnd.nodes.append(_node_sample(rnd.now, node, parsed, engine_state, worst))
+    rnd.latest.append(_node_latest(rnd.now, node, parsed, worst, loss_state))
     if engine_state == "exited" and node.state == NodeState.RUNNING:
         rnd.exited.add(node.cluster_id or 0)
     new_state = NodeState.RUNNING if engine_state == "running" else NodeState.READY
@@ -280,6 +248,48 @@ def _ingest_node(
         }
     if node.state != new_state and node.state != NodeState.OUT_OF_SERVICE:
         rnd.summary.state_changes[node.name] = new_state
+
+
+def _node_sample(
+    now: datetime, node: Node, parsed: _Parsed, engine_state: str, worst: float | None
+) -> NodeSample:
+    """The node's row of this round: host readings, engine state, worst HCCS loss, counts."""
+    host = parsed.host
+    return NodeSample(
+        node_id=node.pk,
+        ts=now,
+        cpu_pct=_num(host.get("cpu_pct")),
+        mem_used_pct=_num(host.get("mem_used_pct")),
+        load1=_num(host.get("load1")),
+        disk_free_gb=_num(host.get("disk_free_gb")),
+        engine_rss_mb=_num(host.get("engine_rss_mb")),
+        engine_state=engine_state[:16],
+        hccs_loss_pct=worst,
+        roce_down=sum(1 for p in parsed.roce if p["link"] not in ("UP", None)),
+        errors=min(len(parsed.errors), 32767),
+    )
+
+
+def _node_latest(
+    now: datetime, node: Node, parsed: _Parsed, worst: float | None, loss_state: str
+) -> NodeLatest:
+    """The node's latest sample as a whole (pages and the exporter read it)."""
+    return NodeLatest(
+        node_id=node.pk,
+        ts=now,
+        data={
+            "collected_at": parsed.collected_at,
+            "chips": parsed.chips,
+            "hccs": parsed.hccs,
+            "roce": parsed.roce,
+            "host": parsed.host,
+            "engine": parsed.engine,
+            "errors": len(parsed.errors),
+            "hccs_loss_pct": worst,
+            "hccs_loss_state": loss_state,
+            "hccs_unsupported": parsed.hccs_unsupported,
+        },
+    )
 
 
 def _store_round(

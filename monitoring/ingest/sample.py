@@ -3,6 +3,7 @@ node's sample: shape checks, normalising, HCCS link loss. No database."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,51 +104,9 @@ def _parse_sample(sample: dict[str, Any]) -> _Parsed:
     chips_in = sample.get("chips")
     if not isinstance(chips_in, list):
         raise ValueError("sample has no chips list")
-    chips = []
-    for c in chips_in:
-        chips.append(
-            {
-                "npu": int(c["npu"]),
-                "chip": int(c["chip"]),
-                "name": str(c.get("name") or ""),
-                "health": str(c.get("health") or ""),
-                "bus_id": str(c.get("bus_id") or ""),
-                "temp_c": _num(c.get("temp_c")),
-                "power_w": _num(c.get("power_w")),
-                "aicore_pct": _num(c.get("aicore_pct")),
-                "hbm_used_mb": _num(c.get("hbm_used_mb")),
-                "hbm_total_mb": _num(c.get("hbm_total_mb")),
-            }
-        )
-    hccs: dict[str, dict[str, Any]] = {}
-    for h in sample.get("hccs") or []:
-        links = [
-            [
-                int(lk["tx_packets"]),
-                int(lk["rx_packets"]),
-                int(lk["retry_count"]),
-                int(lk["error_count"]),
-            ]
-            for lk in h["links"]
-        ]
-        hccs[f"{int(h['npu'])}.{int(h['chip'])}"] = {
-            "health": h.get("health"),
-            "links": links,
-        }
-    roce = []
-    for p in sample.get("roce") or []:
-        stat = p.get("stat") or {}
-        link_stat = p.get("link_stat") or {}
-        roce.append(
-            {
-                "npu": int(p["npu"]),
-                "link": p.get("link"),
-                "net_health": p.get("net_health"),
-                "stat": {k: int(v) for k, v in stat.items()},
-                "up_count": link_stat.get("up_count"),
-                "down_count": link_stat.get("down_count"),
-            }
-        )
+    chips = _parse_chips(chips_in)
+    hccs = _parse_hccs(sample.get("hccs") or [])
+    roce = _parse_roce(sample.get("roce") or [])
     host = sample.get("host") or {}
     errors = [e for e in sample.get("errors") or [] if isinstance(e, dict)]
     collected = sample.get("collected_at")
@@ -164,3 +123,63 @@ def _parse_sample(sample: dict[str, Any]) -> _Parsed:
         if isinstance(sample.get("server_model"), dict)
         else None,
     )
+
+
+def _parse_chips(chips_in: list[Any]) -> list[dict[str, Any]]:
+    """Each chip's ids, names and readings (numbers or None)."""
+    chips = []
+    for c in chips_in:
+        chips.append(
+            {
+                "npu": int(c["npu"]),
+                "chip": int(c["chip"]),
+                "name": str(c.get("name") or ""),
+                "health": str(c.get("health") or ""),
+                "bus_id": str(c.get("bus_id") or ""),
+                "temp_c": _num(c.get("temp_c")),
+                "power_w": _num(c.get("power_w")),
+                "aicore_pct": _num(c.get("aicore_pct")),
+                "hbm_used_mb": _num(c.get("hbm_used_mb")),
+                "hbm_total_mb": _num(c.get("hbm_total_mb")),
+            }
+        )
+    return chips
+
+
+def _parse_hccs(hccs_in: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Each chip's HCCS health and link counters, keyed "npu.chip"."""
+    hccs: dict[str, dict[str, Any]] = {}
+    for h in hccs_in:
+        links = [
+            [
+                int(lk["tx_packets"]),
+                int(lk["rx_packets"]),
+                int(lk["retry_count"]),
+                int(lk["error_count"]),
+            ]
+            for lk in h["links"]
+        ]
+        hccs[f"{int(h['npu'])}.{int(h['chip'])}"] = {
+            "health": h.get("health"),
+            "links": links,
+        }
+    return hccs
+
+
+def _parse_roce(roce_in: Iterable[Any]) -> list[dict[str, Any]]:
+    """Each RoCE port's link, network health, counters and up/down counts."""
+    roce = []
+    for p in roce_in:
+        stat = p.get("stat") or {}
+        link_stat = p.get("link_stat") or {}
+        roce.append(
+            {
+                "npu": int(p["npu"]),
+                "link": p.get("link"),
+                "net_health": p.get("net_health"),
+                "stat": {k: int(v) for k, v in stat.items()},
+                "up_count": link_stat.get("up_count"),
+                "down_count": link_stat.get("down_count"),
+            }
+        )
+    return roce
