@@ -197,6 +197,21 @@ def test_the_sim_cli_answers_bad_arguments_in_words_not_a_traceback(
     assert (out.returncode, out.stderr.strip()) == (code, stderr)
 
 
+def test_the_sim_cli_has_help_and_run_help_is_the_real_dockers(sim_node):
+    out = subprocess.run(["podman", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "Usage:  podman [OPTIONS] COMMAND" in out.stdout
+    assert all(f"\n  {cmd} " in out.stdout for cmd in ("run", "logs", "version"))
+    out = subprocess.run(["docker", "run", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    assert out.stdout.startswith(
+        "Usage:  docker run [OPTIONS] IMAGE [COMMAND] [ARG...]"
+    )
+    # the options the sim parses are the ones this text lists
+    assert all(
+        f"--{long_} " in out.stdout for long_, _ in docker_cli.run_grammar().values()
+    )
+
+
 def test_the_sim_cli_checks_a_log_tail_and_podman_names_itself_once(sim_node):
     subprocess.run(
         ["docker", "run", "--detach", "--name", "r0", IMAGE, "vllm", "serve", "m"],

@@ -19,8 +19,32 @@ from engine.sim.docker_cli.template import _format_arg, render_format
 SERVER_VERSION = "28.2.2"
 
 
+USAGE = """
+Usage:  {prog} [OPTIONS] COMMAND
+
+The simulator's stand-in for {prog}: a container is the simulated vLLM engine.
+
+Commands:
+  run         Create and run a new container from an image
+  inspect     Return low-level information on Docker objects
+  stop        Stop one or more running containers
+  rm          Remove one or more containers
+  logs        Fetch the logs of a container
+  ps          List containers
+  image       Manage images (inspect)
+  version     Show the Docker version information
+
+Run '{prog} run --help' for the options of run (the real docker's, verbatim).
+"""
+
+
 def main(argv: list[str]) -> int:
     prog = os.path.basename(sys.argv[0]) or "docker"
+    if prog.endswith(".py"):  # python -m engine.sim.docker_cli
+        prog = "docker"
+    if argv[:1] in (["--help"], ["-h"], ["help"]):
+        sys.stdout.write(USAGE.format(prog=prog))
+        return 0
     if not argv:
         print(f"Usage:  {prog} [OPTIONS] COMMAND", file=sys.stderr)
         return 1

@@ -30,6 +30,11 @@ SIMULATED = {
 OPTION_LINE = re.compile(r"^\s+(?:-(\w), )?--([a-z][\w-]*)(?: ([a-z][\w-]*))?\s{2,}")
 
 
+def run_help() -> str:
+    """The real ``docker run --help``, as kept (the file's first line says where from)."""
+    return HELP.read_text(encoding="utf-8").split("\n", 1)[1]
+
+
 def run_grammar() -> dict[str, tuple[str, bool]]:
     """``docker run`` options from the real help text: name/short → (long name, takes value)."""
     grammar: dict[str, tuple[str, bool]] = {}

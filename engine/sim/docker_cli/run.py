@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.sim import BIN_DIR
 from engine.sim.docker_cli.errors import CliError
-from engine.sim.docker_cli.grammar import parse_run
+from engine.sim.docker_cli.grammar import parse_run, run_help
 from engine.sim.docker_cli.store import _dir, _find, _remove, images
 from engine.sim.state import write_json
 
@@ -30,6 +30,9 @@ SIM_BIN = BIN_DIR
 
 def cmd_run(args: list[str]) -> int:
     """``docker run``: print the id (``--detach``) or wait and print the log; returns the exit status."""
+    if args[:1] in (["--help"], ["-h"]):
+        sys.stdout.write(run_help())
+        return 0
     opts, image, command = parse_run(args)
     name = (opts.get("name") or [""])[-1]
     _refuse_unrunnable(image, name, command)
