@@ -6,6 +6,7 @@ alerts that caused them; approve and reject call its operator decisions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.shortcuts import get_object_or_404
@@ -151,12 +152,7 @@ def incident_detail(request: Request, pk: int) -> Response:
 @permission_classes([IsOperator])
 def incident_approve_view(request: Request, pk: int) -> Response:
     """Approve an incident awaiting approval: guardrails are checked again, then it acts (409 with the reason if not)."""
-    incident = _incident(pk)
-    try:
-        incident_approve(incident=incident, user=request.user)
-    except RemediationRefused as exc:
-        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-    return Response(_incident_detail(_incident(pk)))
+    return _decide(request, pk, incident_approve)
 
 
 @extend_schema(request=None, responses={200: IncidentDetailSerializer, 409: None})
@@ -164,9 +160,14 @@ def incident_approve_view(request: Request, pk: int) -> Response:
 @permission_classes([IsOperator])
 def incident_reject_view(request: Request, pk: int) -> Response:
     """Decline an incident awaiting approval (the alert stays; 409 if it is not awaiting approval)."""
-    incident = _incident(pk)
+    return _decide(request, pk, incident_reject)
+
+
+def _decide(request: Request, pk: int, decision: Callable[..., Any]) -> Response:
+    """An operator's decision on one incident: its detail after, or 409 with the reason
+    remediation refused it."""
     try:
-        incident_reject(incident=incident, user=request.user)
+        decision(incident=_incident(pk), user=request.user)
     except RemediationRefused as exc:
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     return Response(_incident_detail(_incident(pk)))

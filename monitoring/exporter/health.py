@@ -95,14 +95,14 @@ def _ingest_rate_family(now: datetime) -> Metric:
     recent = list(
         CollectRound.objects.filter(
             started_at__gte=now - timedelta(minutes=1)
-        ).values_list("rows", "ingest_ms")
+        ).values_list("rows", flat=True)
     )
     rate = _gauge(
         "console_samples_per_second",
         "Sample rows ingested per second over the last minute.",
         [],
     )
-    rate.add_metric([], sum(r for r, _ in recent) / 60.0)
+    rate.add_metric([], sum(recent) / 60.0)
     return rate
 
 

@@ -138,6 +138,20 @@ def _await(
         time.sleep(0.25)
 
 
+def _is_manifest(answer: Any) -> bool:
+    """The shape of node.weights_sha256's answer: ``exists``, and when it does, ``files``
+    (name to size) and ``sha256`` (name to digest)."""
+    if not isinstance(answer, dict):
+        return False
+    if not answer.get("exists"):
+        return True
+    return all(
+        isinstance(answer.get(key), dict)
+        and all(isinstance(k, str) for k in answer[key])
+        for key in ("files", "sha256")
+    ) and isinstance(answer.get("progress") or {}, dict)
+
+
 def _take(
     run: Run,
     row: OperationStep,
@@ -149,6 +163,10 @@ def _take(
 ) -> None:
     """One node's answer: its row fails (the agent's error, no model directory) or
     finishes with the node's digests."""
+    if not isinstance(answer, Exception) and not _is_manifest(answer):
+        # Results come back over the broker's result store: a shape the agent never
+        # sends fails this node's row, not the whole operation with a TypeError.
+        answer = ValueError(f"not a hash manifest: {str(answer)[:200]!r}")
     if isinstance(answer, Exception):
         failed.append(name)
         run.fail(row, message("summary.agent_error", error=str(answer)))
