@@ -35,7 +35,7 @@ def _json_body(raw: bytes) -> dict[str, Any]:
     """The request's JSON object, parsed by orjson: stricter than the stdlib where
     the stdlib goes beyond RFC 8259 (NaN and Infinity, lone surrogates, numbers past
     a double: 400 here, as a JSON parser in the engine may refuse them too) and 2x
-    faster on a long prompt (README, "Performance")."""
+    faster on a long prompt (docs/gateway-performance.md)."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

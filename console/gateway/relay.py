@@ -195,7 +195,7 @@ class PushRelay:
     client there, with no task switch, no generator and no buffer per event (a
     relayed event cost the gateway ~23 us more CPU through the task, the generators
     and back than written from the callback, and ~5 us more through a buffer and
-    ASGI's send than straight: README, "Performance";
+    ASGI's send than straight: docs/gateway-performance.md;
     tests/bench/bench_relay_event.py). What arrives while a write waits is kept by
     the connection and written by ``_pump`` once it is done.
 
