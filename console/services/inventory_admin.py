@@ -248,15 +248,20 @@ def profile_delete(*, profile: EngineProfile, actor: Any, request: Any = None) -
                 "Clusters {names} use this profile; give them another profile first."
             ).format(names=", ".join(users))
         )
+    _audited_delete(profile, action="profile.delete", actor=actor, request=request)
+
+
+def _audited_delete(obj: Any, *, action: str, actor: Any, request: Any) -> None:
+    """Delete ``obj`` and write its audit row (its last state) in one transaction."""
     with transaction.atomic():
         audit_record(
-            action="profile.delete",
+            action=action,
             actor=actor,
             request=request,
-            target=profile,
-            before=snapshot(profile),
+            target=obj,
+            before=snapshot(obj),
         )
-        profile.delete()
+        obj.delete()
 
 
 def cluster_create(*, data: dict[str, Any], actor: Any, request: Any = None) -> Cluster:
@@ -297,15 +302,7 @@ def cluster_delete(*, cluster: Cluster, actor: Any, request: Any = None) -> None
         raise InventoryConflict(
             _("Remove its nodes first: {names}.").format(names=", ".join(members))
         )
-    with transaction.atomic():
-        audit_record(
-            action="cluster.delete",
-            actor=actor,
-            request=request,
-            target=cluster,
-            before=snapshot(cluster),
-        )
-        cluster.delete()
+    _audited_delete(cluster, action="cluster.delete", actor=actor, request=request)
 
 
 def node_create(*, data: dict[str, Any], actor: Any, request: Any = None) -> Node:
@@ -339,12 +336,4 @@ def node_update(
 
 def node_delete(*, node: Node, actor: Any, request: Any = None) -> None:
     _active_operation_guard(node.cluster)
-    with transaction.atomic():
-        audit_record(
-            action="node.delete",
-            actor=actor,
-            request=request,
-            target=node,
-            before=snapshot(node),
-        )
-        node.delete()
+    _audited_delete(node, action="node.delete", actor=actor, request=request)
