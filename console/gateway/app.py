@@ -338,6 +338,7 @@ async def gateway_lifespan(scope: dict[str, Any], receive: Any, send: Any) -> No
             _started = None
             for task in _background.pop(asyncio.get_running_loop(), []):
                 task.cancel()
+            await ratelimit.drain()  # the counts of the last requests, if held
             await usage.flush_now()  # a failure leaves the counts in Redis
             await send({"type": "lifespan.shutdown.complete"})
             return

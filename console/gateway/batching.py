@@ -107,6 +107,7 @@ class Batcher:
         self._flight: list[Waiter] = []
         self._timer: asyncio.TimerHandle | None = None
         self._scheduled = False
+        self._held: asyncio.TimerHandle | None = None  # calls with a hold waiting
         self._resent = False  # the batch in flight is one sent again
         self._resend = False  # the next batch is one to send again
         self._closed = False
@@ -114,11 +115,14 @@ class Batcher:
         self._connecting: asyncio.Task[None] | None = None
 
     def call(
-        self, script: str, keys: list[str], args: list[Any]
+        self, script: str, keys: list[str], args: list[Any], *, hold: float = 0.0
     ) -> asyncio.Future[Any]:
         """Queue one EVAL; the future gets its reply (or its error). Packed here, so
         an argument that cannot be sent fails its own caller (TypeError), not the
-        round trip it would have gone in."""
+        round trip it would have gone in. With ``hold`` (seconds), a call made on a
+        quiet connection waits that long for company: it goes out with the next call
+        made without one, or with the next round trip's, or alone when the time is
+        up; in every case in the order it was made."""
         packed = pack_eval(script, keys, args)
         loop = self._loop
         if loop is None:
@@ -126,12 +130,32 @@ class Batcher:
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.append((packed, future))
         if not (self._flight or self._scheduled or self._connecting):
-            self._scheduled = True
-            loop.call_soon(self._flush)
+            if not hold:
+                self._scheduled = True
+                loop.call_soon(self._flush)
+            elif self._held is None:
+                self._held = loop.call_later(hold, self._release)
         return future
+
+    def _release(self) -> None:
+        self._held = None
+        if not self._scheduled:
+            self._flush()
+
+    async def drain(self) -> None:
+        """Send what is held now and wait for every call queued or on the wire."""
+        waiting = [future for _, future in self._queue + self._flight]
+        if self._held is not None:
+            self._held.cancel()
+            self._release()
+        if waiting:
+            await asyncio.wait(waiting, timeout=self._timeout)
 
     def _flush(self) -> None:
         self._scheduled = False
+        if self._held is not None and self._queue and not self._flight:
+            self._held.cancel()  # what it held goes out now
+            self._held = None
         if self._flight or self._connecting or not self._queue or self._closed:
             return
         conn = self._conn
@@ -219,6 +243,9 @@ class Batcher:
     async def close(self) -> None:
         """Close the connection; calls still waiting get a ConnectionError."""
         self._closed = True
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
         if self._connecting is not None:
             self._connecting.cancel()
         if self._conn is not None:
@@ -268,13 +295,26 @@ async def close(client: aioredis.Redis) -> None:
 
 
 def script_future(
-    client: aioredis.Redis, script: str, keys: list[str], args: list[Any]
+    client: aioredis.Redis,
+    script: str,
+    keys: list[str],
+    args: list[Any],
+    *,
+    hold: float = 0.0,
 ) -> asyncio.Future[Any]:
-    """EVAL ``script`` in ``client``'s next pipeline; the future of its reply."""
+    """EVAL ``script`` in ``client``'s next pipeline; the future of its reply
+    (``hold``: Batcher.call)."""
     batcher = _batchers.get(client)
     if batcher is None:
         batcher = _batchers[client] = Batcher(client)
-    return batcher.call(script, keys, args)
+    return batcher.call(script, keys, args, hold=hold)
+
+
+async def drain(client: aioredis.Redis) -> None:
+    """Send what ``client``'s batcher holds and wait for its replies (shutdown)."""
+    batcher = _batchers.get(client)
+    if batcher is not None:
+        await batcher.drain()
 
 
 async def run_script(

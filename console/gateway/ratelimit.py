@@ -77,6 +77,7 @@ async def redis_close() -> None:
     client = _clients.pop(asyncio.get_running_loop(), None)
     _last = (None, None)
     if client is not None:
+        await batching.drain(client)  # counts held for company go out first
         await batching.close(client)
         await client.aclose()
 
@@ -188,16 +189,36 @@ async def ratelimit_admit(*, bucket: str, rpm: int, tpm: int) -> None:
     check_limits(await admit(bucket), rpm=rpm, tpm=tpm)
 
 
-async def spend(
-    *, bucket: str, key_id: int, model: str, prompt: int, completion: int
-) -> None:
-    """Add a finished request's tokens to the key's window and to the usage counters
-    (flushed to the database by console.gateway.usage)."""
+# How long a finished request's count waits for the next admission to go with: one
+# round trip for both when requests come one after another (alone, each step of a
+# request is a wake-up of its own: docs/gateway-performance.md, 2026-12-07).
+SPEND_HOLD_S = 0.02
 
+
+def spend(
+    *, bucket: str, key_id: int, model: str, prompt: int, completion: int
+) -> asyncio.Future[Any]:
+    """Add a finished request's tokens to the key's window and to the usage counters
+    (flushed to the database by console.gateway.usage); the future of its reply.
+    Nobody need wait for it: it is sent with the next call of this process's
+    batcher or SPEND_HOLD_S later, and before any admission made after it, so the
+    key's next request here is checked against these tokens."""
     start, _ = _window()
     keys = [f"gw:rl:{bucket}:{start}:tok", PENDING_KEY]
     tokens = prompt + completion
     args = [tokens, WINDOW_S * 2, field_prefix(key_id, model), 1, prompt, completion]
-    await run_script(_redis(), _SPEND, keys, args)
+    future = batching.script_future(_redis(), _SPEND, keys, args, hold=SPEND_HOLD_S)
     if not settings.GATEWAY_USAGE_FLUSH_S:
+        future.add_done_callback(_flush_when_counted)
+    return future
+
+
+def _flush_when_counted(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is None:
         usage_flush_soon()
+
+
+async def drain() -> None:
+    """Send the counts still held (SPEND_HOLD_S) and wait for them: at shutdown,
+    before the last usage flush."""
+    await batching.drain(_redis())

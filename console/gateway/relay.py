@@ -11,8 +11,6 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-import redis
-
 from console.gateway import ratelimit, routing, translate
 from console.gateway.admission import positive_int
 from console.gateway.snapshot import KeyInfo
@@ -87,7 +85,8 @@ class Call:
         return self.usage.get("prompt_tokens") or self.prompt_estimate, self.most
 
     async def finish(self, *, counted: bool = True) -> None:
-        """Release the upstream slot, then count the request if it reached an engine."""
+        """Release the upstream slot, then count the request if it reached an engine
+        (its count is sent, not waited for: ratelimit.spend)."""
         if self.done:
             return
         self.done = True
@@ -95,15 +94,18 @@ class Call:
         if not counted:
             return
         prompt, completion = self.tokens()
-        try:
-            await ratelimit.spend(
-                bucket=self.key.prefix,
-                key_id=self.key.pk,
-                model=self.model,
-                prompt=prompt,
-                completion=completion,
-            )
-        except redis.RedisError as exc:  # the answer is out; only its count is lost
+        future = ratelimit.spend(
+            bucket=self.key.prefix,
+            key_id=self.key.pk,
+            model=self.model,
+            prompt=prompt,
+            completion=completion,
+        )
+        future.add_done_callback(self._counted)
+
+    def _counted(self, future: asyncio.Future[Any]) -> None:
+        exc = None if future.cancelled() else future.exception()
+        if exc is not None:  # the answer is out; only its count is lost
             log.warning(
                 "gateway could not count a request of %s: %s", self.key.name, exc
             )

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from django.test import override_settings
 
-from console.gateway import batching, ratelimit
+from console.gateway import batching, ratelimit, usage
 from console.gateway.admission import admit_or_503
 from console.gateway.batching import run_script
 from console.gateway.errors import GatewayError
@@ -261,3 +261,89 @@ def test_an_argument_that_cannot_be_sent_fails_only_its_caller() -> None:
     assert got[0] == 1 and got[2] == 2, got
     assert isinstance(got[1], TypeError) and "int or str" in str(got[1])
     assert after == 3
+
+
+async def _held_then_plain(key: str) -> tuple[int, int, bool]:
+    """A call held for 30 s, then a call without a hold: both answered long before
+    the hold is up, in the order they were made."""
+    client = ratelimit._redis()
+    try:
+        held = batching.script_future(client, INCR, [key], [], hold=30.0)
+        await asyncio.sleep(0.05)  # the held call sits in the queue meanwhile
+        waited = not held.done()
+        plain = await asyncio.wait_for(run_script(client, INCR, [key], []), 5)
+        return await asyncio.wait_for(held, 5), plain, waited
+    finally:
+        await ratelimit.redis_close()
+
+
+def test_a_held_call_goes_out_with_the_next_call_and_first() -> None:
+    key = f"batch-held-{uuid.uuid4().hex[:8]}"
+    try:
+        held, plain, waited = asyncio.run(_held_then_plain(key))
+    finally:
+        redis.Redis.from_url(str(settings.REDIS_URL)).delete(key)
+    assert waited  # not sent on its own before the hold was up
+    assert (held, plain) == (1, 2)  # sent with the plain call, before it
+
+
+async def _held_alone(key: str, hold: float) -> tuple[bool, int]:
+    client = ratelimit._redis()
+    try:
+        held = batching.script_future(client, INCR, [key], [], hold=hold)
+        await asyncio.sleep(hold / 2)
+        early = held.done()
+        return early, await asyncio.wait_for(held, 5)
+    finally:
+        await ratelimit.redis_close()
+
+
+def test_a_held_call_with_no_company_goes_out_when_its_hold_is_up() -> None:
+    key = f"batch-alone-{uuid.uuid4().hex[:8]}"
+    try:
+        early, reply = asyncio.run(_held_alone(key, 0.2))
+    finally:
+        redis.Redis.from_url(str(settings.REDIS_URL)).delete(key)
+    assert not early and reply == 1
+
+
+async def _held_then_closed(key: str) -> int:
+    """The loop's client closed while a call waits out a 30 s hold (a loop that
+    ends after one request): the call goes out and is answered, not dropped."""
+    client = ratelimit._redis()
+    held = batching.script_future(client, INCR, [key], [], hold=30.0)
+    await asyncio.wait_for(ratelimit.redis_close(), 5)
+    return await held
+
+
+def test_closing_the_client_sends_what_it_holds() -> None:
+    key = f"batch-closed-{uuid.uuid4().hex[:8]}"
+    sync = redis.Redis.from_url(str(settings.REDIS_URL))
+    try:
+        assert asyncio.run(_held_then_closed(key)) == 1
+        assert int(sync.get(key) or 0) == 1
+    finally:
+        sync.delete(key)
+
+
+async def _spent_then_admitted(bucket: str, model: str) -> int:
+    """A finished request's tokens (held for company) and the key's next admission
+    right after: the admission counts them."""
+    try:
+        ratelimit.spend(bucket=bucket, key_id=0, model=model, prompt=30, completion=12)
+        return (await ratelimit.admit(bucket)).tokens
+    finally:
+        await ratelimit.redis_close()
+
+
+def test_the_next_admission_sees_the_tokens_just_spent() -> None:
+    bucket = f"batch-spend-{uuid.uuid4().hex[:8]}"
+    model = f"m-{bucket}"  # its usage fields, removed after: no key has id 0
+    try:
+        with override_settings(GATEWAY_USAGE_FLUSH_S=5):  # no flush of key 0's usage
+            assert asyncio.run(_spent_then_admitted(bucket, model)) == 42
+    finally:
+        prefix = usage.field_prefix(0, model)
+        redis.Redis.from_url(str(settings.REDIS_URL)).hdel(
+            usage.PENDING_KEY, *(prefix + kind for kind in "rpc")
+        )
