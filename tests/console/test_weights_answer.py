@@ -55,6 +55,9 @@ def _take(answer: Any) -> tuple[Any, list[str], dict[str, Any]]:
         {**GOOD, "sha256": ["a" * 64]},
         {**GOOD, "files": {1: 30}},
         {**GOOD, "progress": "done"},
+        {**GOOD, "sha256": {"config.json": 5, "model.safetensors": "b" * 64}},
+        {**GOOD, "files": {"config.json": "30"}},
+        {**GOOD, "progress": {"total": "40"}},
     ],
 )
 def test_an_answer_of_another_shape_fails_the_nodes_row_naming_it(answer: Any) -> None:

@@ -140,16 +140,24 @@ def _await(
 
 def _is_manifest(answer: Any) -> bool:
     """The shape of node.weights_sha256's answer: ``exists``, and when it does, ``files``
-    (name to size) and ``sha256`` (name to digest)."""
+    (name to size), ``sha256`` (name to digest) and ``progress`` (byte counts)."""
     if not isinstance(answer, dict):
         return False
     if not answer.get("exists"):
         return True
-    return all(
-        isinstance(answer.get(key), dict)
-        and all(isinstance(k, str) for k in answer[key])
-        for key in ("files", "sha256")
-    ) and isinstance(answer.get("progress") or {}, dict)
+    files, digests = answer.get("files"), answer.get("sha256")
+    progress = answer.get("progress") or {}
+    return (
+        isinstance(files, dict)
+        and all(isinstance(k, str) and isinstance(v, int) for k, v in files.items())
+        and isinstance(digests, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in digests.items())
+        and isinstance(progress, dict)
+        and all(
+            isinstance(progress.get(k, 0), int)
+            for k in ("total", "cached", "bytes_read")
+        )
+    )
 
 
 def _take(
@@ -165,7 +173,7 @@ def _take(
     finishes with the node's digests."""
     if not isinstance(answer, Exception) and not _is_manifest(answer):
         # Results come back over the broker's result store: a shape the agent never
-        # sends fails this node's row, not the whole operation with a TypeError.
+        # sends fails this node's row, not the whole operation with a KeyError.
         answer = ValueError(f"not a hash manifest: {str(answer)[:200]!r}")
     if isinstance(answer, Exception):
         failed.append(name)
