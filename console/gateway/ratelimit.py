@@ -220,5 +220,7 @@ def _flush_when_counted(future: asyncio.Future[Any]) -> None:
 
 async def drain() -> None:
     """Send the counts still held (SPEND_HOLD_S) and wait for them: at shutdown,
-    before the last usage flush."""
-    await batching.drain(_redis())
+    before the last usage flush (a process that counted nothing has no client)."""
+    client = _clients.get(asyncio.get_running_loop())
+    if client is not None:
+        await batching.drain(client)
