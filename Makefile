@@ -29,8 +29,13 @@ run: setup  ## migrate, seed the demo, start every process under honcho (Ctrl-C 
 	$(BIN)/python manage.py bootstrap_demo
 	@exec $(BIN)/python -m console.launch
 
-test: setup e2e-deps deploy-tools  ## the whole test suite (embedded Redis, SQLite unless DATABASE_URL is set)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# Most of the suite waits (on engines, workers, a browser), so two processes side by side
+# take about half the time even on two cores (tests/services.py: each gets its own Redis
+# and database). A test file stays on one process (--dist loadfile: module fixtures).
+PYTEST_WORKERS ?= 2
+
+test: setup e2e-deps deploy-tools  ## the whole test suite (embedded Redis, SQLite unless DATABASE_URL is set; PYTEST_WORKERS=1 for one process)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: setup  ## unit tests only (no browser, no worker processes)
 	$(BIN)/python -m pytest -m "not e2e and not integration" $(PYTEST_ARGS)
