@@ -29,12 +29,22 @@ from tests.integration.test_operations import CONTROL_ENV, FAST, wait_op, watch_
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def _bench_processes() -> list[psutil.Process]:
-    """The sim's vllm bench serve processes on this machine (the agent's children)."""
+def _bench_processes(state_dir: Path) -> list[psutil.Process]:
+    """The sim's vllm bench serve processes of this test's agents (their children, with
+    its SIM_STATE_DIR: another test process of `make test` may run a benchmark too)."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        words = proc.info.get("cmdline") or []
-        if "engine.sim.vllm" in words and "bench" in words and "serve" in words:
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            words = proc.info.get("cmdline") or []
+            env = proc.info.get("environ") or {}
+        except (psutil.Error, TypeError):
+            continue
+        if (
+            "engine.sim.vllm" in words
+            and "bench" in words
+            and "serve" in words
+            and env.get("SIM_STATE_DIR") == str(state_dir)
+        ):
             found.append(proc)
     return found
 
@@ -147,17 +157,17 @@ def test_a_benchmark_sweep_runs_on_the_head_and_is_judged_against_the_targets(
             },
         )
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _bench_processes():
+        while time.monotonic() < deadline and not _bench_processes(tmp_path):
             time.sleep(0.1)
-        assert _bench_processes(), "the tool never started on the head"
+        assert _bench_processes(tmp_path), "the tool never started on the head"
         long.refresh_from_db()  # running now: the cancel asks its runbook to stop
         operation_cancel(operation=long, user=user)
         long = wait_op(long, timeout=60)
         assert long.state == OperationState.CANCELLED, (long.state, long.error)
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and _bench_processes():
+        while time.monotonic() < deadline and _bench_processes(tmp_path):
             time.sleep(0.2)
-        assert not _bench_processes()
+        assert not _bench_processes(tmp_path)
         assert not BenchmarkRun.objects.filter(sweep=f"op{long.pk}").exists()
         cluster.refresh_from_db()
         assert cluster.state == ClusterState.RUNNING
