@@ -22,7 +22,7 @@ from console.services.operations import (
     operation_cancel,
     operation_start,
 )
-from tests.agents import agents, control_worker
+from tests.agents import agents, control_worker, sim_engines
 from tests.factories import make_cluster, make_profile, make_user
 from tests.integration.test_operations import CONTROL_ENV, FAST, wait_op, watch_op
 
@@ -30,22 +30,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def _bench_processes(state_dir: Path) -> list[psutil.Process]:
-    """The sim's vllm bench serve processes of this test's agents (their children, with
-    its SIM_STATE_DIR: another test process of `make test` may run a benchmark too)."""
+    """The sim's vllm bench serve processes of this test's agents: their sim processes
+    (by SIM_STATE_DIR; another process of `make test` may run a benchmark meanwhile)
+    that are the bench tool, not the engine."""
     found = []
-    for proc in psutil.process_iter(["cmdline", "environ"]):
+    for proc in sim_engines(state_dir):
         try:
-            words = proc.info.get("cmdline") or []
-            env = proc.info.get("environ") or {}
-        except (psutil.Error, TypeError):
+            if "bench" in proc.cmdline():
+                found.append(proc)
+        except psutil.Error:  # ended since
             continue
-        if (
-            "engine.sim.vllm" in words
-            and "bench" in words
-            and "serve" in words
-            and env.get("SIM_STATE_DIR") == str(state_dir)
-        ):
-            found.append(proc)
     return found
 
 
